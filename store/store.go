@@ -1,0 +1,226 @@
+// Package store owns every line of Comb's SQL: the embedded migrations and
+// the log engine (push, pop, ack, renew, dead letters, queue settings).
+package store
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// Options tune a Store. The zero value is usable.
+type Options struct {
+	// MaxConns caps the connection pool; 0 means 16.
+	MaxConns int32
+	// QueueCacheTTL is how long a queue's settings are cached before they are
+	// read again; 0 means 2 s. A configure on another bridge takes effect
+	// here within this time.
+	QueueCacheTTL time.Duration
+	Logger        *slog.Logger
+}
+
+// Store is Comb's PostgreSQL log engine. It is safe for concurrent use.
+type Store struct {
+	pool *pgxpool.Pool
+	log  *slog.Logger
+	ttl  time.Duration
+
+	mu     sync.Mutex
+	queues map[string]cachedQueue // by name
+	parts  map[partKey]int64      // partition id by (queue id, name)
+	groups map[groupKey]struct{}  // groups known to exist
+}
+
+type cachedQueue struct {
+	q       Queue
+	fetched time.Time
+}
+
+type partKey struct {
+	queue int64
+	name  string
+}
+
+type groupKey struct {
+	queue int64
+	name  string
+}
+
+// Open connects to PostgreSQL at url. It does not migrate; call Migrate.
+func Open(ctx context.Context, url string, opts Options) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("store: parse url: %w", err)
+	}
+	cfg.MaxConns = opts.MaxConns
+	if cfg.MaxConns == 0 {
+		cfg.MaxConns = 16
+	}
+	cfg.MinConns = 2
+	// A push reply means durable: never inherit a server-wide
+	// synchronous_commit = off.
+	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "on"
+	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
+		cfg.ConnConfig.RuntimeParams["application_name"] = "comb"
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("store: connect: %w", err)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ttl := opts.QueueCacheTTL
+	if ttl == 0 {
+		ttl = 2 * time.Second
+	}
+	return &Store{
+		pool:   pool,
+		log:    log,
+		ttl:    ttl,
+		queues: map[string]cachedQueue{},
+		parts:  map[partKey]int64{},
+		groups: map[groupKey]struct{}{},
+	}, nil
+}
+
+// Pool returns the connection pool, for tests and samplers that read
+// PostgreSQL's statistics.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Close closes the connection pool.
+func (s *Store) Close() { s.pool.Close() }
+
+// Ping checks that PostgreSQL answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("store: ping: %w", classify(err))
+	}
+	return nil
+}
+
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+func loadMigrations() ([]migration, error) {
+	entries, err := fs.ReadDir(migrationFS, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	var out []migration
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasSuffix(name, ".up.sql") {
+			continue
+		}
+		num, _, ok := strings.Cut(name, "_")
+		if !ok {
+			return nil, fmt.Errorf("migration %s: name must be NNNN_what.up.sql", name)
+		}
+		v, err := strconv.Atoi(num)
+		if err != nil {
+			return nil, fmt.Errorf("migration %s: %w", name, err)
+		}
+		body, err := migrationFS.ReadFile("migrations/" + name)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, migration{version: v, name: name, sql: string(body)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
+	return out, nil
+}
+
+// Migrate applies the embedded migrations that the database lacks, each in
+// its own transaction, in the connection's search_path schema. Several
+// bridges may call it at once: an advisory lock serialises them.
+func (s *Store) Migrate(ctx context.Context) error {
+	ms, err := loadMigrations()
+	if err != nil {
+		return fmt.Errorf("store: migrate: %w", err)
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("store: migrate: %w", classify(err))
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(hashtext(current_schema() || '.comb_migrate'))`); err != nil {
+		return fmt.Errorf("store: migrate: lock: %w", err)
+	}
+	defer func() {
+		_, _ = conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(hashtext(current_schema() || '.comb_migrate'))`)
+	}()
+	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS comb_schema_migrations (
+		version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		return fmt.Errorf("store: migrate: version table: %w", err)
+	}
+	for _, m := range ms {
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			var exists bool
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM comb_schema_migrations WHERE version = $1)`, m.version).Scan(&exists); err != nil {
+				return err
+			}
+			if exists {
+				return nil
+			}
+			if _, err := tx.Exec(ctx, m.sql); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO comb_schema_migrations (version, name) VALUES ($1, $2)`, m.version, m.name)
+			if err == nil {
+				s.log.Info("applied migration", "version", m.version, "name", m.name)
+			}
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("store: migrate %s: %w", m.name, err)
+		}
+	}
+	return nil
+}
+
+// classify wraps errors that mean PostgreSQL is unreachable with
+// ErrUnavailable, so callers can answer 503 instead of 500.
+func classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, ErrUnavailable) {
+		return err
+	}
+	var netErr net.Error
+	var connErr *pgconn.ConnectError
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &connErr), errors.As(err, &netErr):
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	case errors.As(err, &pgErr):
+		// Class 08: connection exception; 57P0x: shutting down; 53: out of resources.
+		if strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57P") || strings.HasPrefix(pgErr.Code, "53") {
+			return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+	case pgconn.SafeToRetry(err), strings.Contains(err.Error(), "conn closed"):
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return err
+}
