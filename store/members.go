@@ -1,0 +1,175 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Partitions and groups are created on first use. Every (partition, group)
+// pair has a cursor row, made when the second of the two appears; both
+// creations lock the queue row first, so a partition and a group created at
+// the same moment cannot miss each other's cursor.
+
+// partitionIDs maps partition names of queue q to ids, creating the missing
+// ones when create is set (else they are left out of the map).
+func (s *Store) partitionIDs(ctx context.Context, q Queue, names []string, create bool) (map[string]int64, error) {
+	out := make(map[string]int64, len(names))
+	var missing []string
+	s.mu.Lock()
+	for _, n := range names {
+		if id, ok := s.parts[partKey{q.ID, n}]; ok {
+			out[n] = id
+		} else if _, dup := out[n]; !dup {
+			missing = append(missing, n)
+			out[n] = 0
+		}
+	}
+	s.mu.Unlock()
+	if len(missing) == 0 {
+		return out, nil
+	}
+	for _, n := range missing {
+		delete(out, n)
+	}
+	var found map[string]int64
+	var err error
+	if create {
+		found, err = s.createPartitions(ctx, q, missing)
+	} else {
+		found, err = s.lookupPartitions(ctx, q, missing)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	for n, id := range found {
+		s.parts[partKey{q.ID, n}] = id
+		out[n] = id
+	}
+	s.mu.Unlock()
+	return out, nil
+}
+
+func (s *Store) lookupPartitions(ctx context.Context, q Queue, names []string) (map[string]int64, error) {
+	rows, err := s.pool.Query(ctx, `SELECT name, id FROM comb_partitions WHERE queue_id = $1 AND name = ANY($2)`, q.ID, names)
+	if err != nil {
+		return nil, fmt.Errorf("look up partitions: %w", classify(err))
+	}
+	return collectNameIDs(rows)
+}
+
+func collectNameIDs(rows pgx.Rows) (map[string]int64, error) {
+	out := map[string]int64{}
+	var name string
+	var id int64
+	_, err := pgx.ForEachRow(rows, []any{&name, &id}, func() error {
+		out[name] = id
+		return nil
+	})
+	return out, err
+}
+
+func (s *Store) createPartitions(ctx context.Context, q Queue, names []string) (map[string]int64, error) {
+	var out map[string]int64
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := lockQueue(ctx, tx, q); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `
+			INSERT INTO comb_partitions (queue_id, name) SELECT $1, unnest($2::text[])
+			ON CONFLICT (queue_id, name) DO NOTHING`, q.ID, names); err != nil {
+			return err
+		}
+		// A partition is new to every existing group: they all start at 0.
+		if _, err := tx.Exec(ctx, `
+			INSERT INTO comb_cursors (partition_id, group_name, queue_id, committed)
+			SELECT p.id, g.name, p.queue_id, p.low_offset
+			FROM comb_partitions p JOIN comb_groups g ON g.queue_id = p.queue_id
+			WHERE p.queue_id = $1 AND p.name = ANY($2)
+			ON CONFLICT DO NOTHING`, q.ID, names); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT name, id FROM comb_partitions WHERE queue_id = $1 AND name = ANY($2)`, q.ID, names)
+		if err != nil {
+			return err
+		}
+		out, err = collectNameIDs(rows)
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, ErrNotFound) {
+			s.forget(q.Name)
+			return nil, err
+		}
+		return nil, fmt.Errorf("create partitions: %w", classify(err))
+	}
+	return out, nil
+}
+
+// lockQueue takes the queue row's lock, which orders partition and group
+// creation, and reports ErrNotFound when the queue was deleted meanwhile.
+func lockQueue(ctx context.Context, tx pgx.Tx, q Queue) error {
+	var one int
+	err := tx.QueryRow(ctx, `SELECT 1 FROM comb_queues WHERE id = $1 FOR UPDATE`, q.ID).Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("queue %q was deleted: %w", q.Name, ErrNotFound)
+	}
+	return err
+}
+
+// ensureGroup makes sure group exists on q, with a cursor on every
+// partition placed as from says.
+func (s *Store) ensureGroup(ctx context.Context, q Queue, group string, from From) error {
+	k := groupKey{q.ID, group}
+	s.mu.Lock()
+	_, ok := s.groups[k]
+	s.mu.Unlock()
+	if ok {
+		return nil
+	}
+	var start string
+	var args = []any{q.ID, group}
+	switch from.Kind {
+	case "", "all":
+		start = `p.low_offset`
+	case "new":
+		start = `p.next_offset`
+	case "time":
+		// The first segment written at or after the time; segments of one
+		// partition are written in offset order.
+		start = `greatest(p.low_offset, coalesce((SELECT min(s.base_offset) FROM comb_segments s
+			WHERE s.partition_id = p.id AND s.created_at >= $3), p.next_offset))`
+		args = append(args, from.Time)
+	default:
+		return fmt.Errorf("%w: from must be all, new or an RFC 3339 time", ErrInvalid)
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := lockQueue(ctx, tx, q); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `INSERT INTO comb_groups (queue_id, name) VALUES ($1, $2) ON CONFLICT DO NOTHING`, q.ID, group)
+		if err != nil || tag.RowsAffected() == 0 {
+			return err // exists already: its cursors were made with it
+		}
+		_, err = tx.Exec(ctx, `
+			INSERT INTO comb_cursors (partition_id, group_name, queue_id, committed)
+			SELECT p.id, $2, p.queue_id, `+start+`
+			FROM comb_partitions p WHERE p.queue_id = $1
+			ON CONFLICT DO NOTHING`, args...)
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, ErrNotFound) {
+			s.forget(q.Name)
+			return err
+		}
+		return fmt.Errorf("create group: %w", classify(err))
+	}
+	s.mu.Lock()
+	s.groups[k] = struct{}{}
+	s.mu.Unlock()
+	return nil
+}

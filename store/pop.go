@@ -1,0 +1,155 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// popSQL claims up to $4 ready cursors of a group with SKIP LOCKED (a claim
+// never waits on another consumer), spreads $5 messages over them in order,
+// leases each claimed range, and reads the segments that hold the ranges —
+// all in one statement and one round trip.
+//
+// Cursors are claimed least recently leased first, which spreads pops over
+// partitions. A cursor is ready when its partition has messages past the
+// committed offset and it holds no live lease, so a group holds at most one
+// lease per partition and gets a partition's messages in offset order.
+const popSQL = `
+WITH cand AS (
+    SELECT c.partition_id, greatest(c.committed, p.low_offset) AS committed, c.delivered_upto,
+           p.next_offset, p.name
+    FROM comb_cursors c JOIN comb_partitions p ON p.id = c.partition_id
+    WHERE c.queue_id = $1 AND c.group_name = $2
+      AND ($3::bigint = 0 OR c.partition_id = $3)
+      AND p.next_offset > c.committed
+      AND (c.lease_id IS NULL OR c.lease_until < now())
+    ORDER BY c.leased_at NULLS FIRST, c.partition_id
+    LIMIT $4
+    FOR UPDATE OF c SKIP LOCKED
+), alloc AS (
+    SELECT cand.*, least(next_offset - committed,
+        $5 - coalesce(sum(next_offset - committed) OVER (ORDER BY partition_id
+            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)) AS n
+    FROM cand
+), upd AS (
+    UPDATE comb_cursors c SET
+        lease_id    = CASE WHEN $7 THEN NULL ELSE 'l-' || c.partition_id || '-' || $6::text END,
+        lease_from  = a.committed,
+        lease_upto  = a.committed + a.n - 1,
+        lease_until = CASE WHEN $7 THEN NULL ELSE now() + $8::bigint * interval '1 millisecond' END,
+        leased_at   = clock_timestamp(),
+        attempts    = CASE WHEN $7 THEN 0 WHEN a.committed <= a.delivered_upto THEN c.attempts + 1 ELSE 1 END,
+        delivered_upto = greatest(c.delivered_upto, a.committed + a.n - 1),
+        committed   = CASE WHEN $7 THEN a.committed + a.n ELSE c.committed END
+    FROM alloc a
+    WHERE c.partition_id = a.partition_id AND c.group_name = $2 AND a.n > 0
+    RETURNING c.partition_id, a.name, a.committed AS lo, a.committed + a.n - 1 AS hi,
+              coalesce(c.lease_id, '') AS lease_id,
+              CASE WHEN $7 THEN 1 WHEN a.committed <= a.delivered_upto THEN c.attempts ELSE 1 END AS attempts,
+              a.delivered_upto
+)
+SELECT u.partition_id, u.name, u.lo, u.hi, u.lease_id, u.attempts, u.delivered_upto,
+       s.base_offset, s.count, s.created_at, s.payload
+FROM upd u
+CROSS JOIN LATERAL (SELECT max(base_offset) AS b0 FROM comb_segments
+                    WHERE partition_id = u.partition_id AND base_offset <= u.lo) f
+JOIN comb_segments s ON s.partition_id = u.partition_id
+                    AND s.base_offset >= coalesce(f.b0, u.lo) AND s.base_offset <= u.hi
+ORDER BY u.partition_id, s.base_offset`
+
+// Pop leases the next messages of a queue for a group. It returns no
+// messages and no error when nothing is ready; ErrNotFound when the queue
+// does not exist.
+func (s *Store) Pop(ctx context.Context, req PopRequest) ([]Message, error) {
+	q, err := s.queue(ctx, req.Queue, false)
+	if err != nil {
+		return nil, err
+	}
+	group := req.Group
+	if group == "" {
+		group = DefaultGroup
+	}
+	if err := s.ensureGroup(ctx, q, group, req.From); err != nil {
+		return nil, err
+	}
+	var pid int64
+	if req.Partition != "" {
+		ids, err := s.partitionIDs(ctx, q, []string{req.Partition}, false)
+		if err != nil {
+			return nil, err
+		}
+		if pid = ids[req.Partition]; pid == 0 {
+			return nil, nil // nothing was ever pushed there
+		}
+	}
+	maxN, parts, leaseMS := req.Max, req.Partitions, req.LeaseMS
+	if maxN <= 0 {
+		maxN = 100
+	}
+	if parts <= 0 {
+		parts = 1
+	}
+	if leaseMS <= 0 {
+		leaseMS = q.Config.LeaseMS
+	}
+	token, err := leaseToken()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, popSQL, q.ID, group, pid, parts, maxN, token, req.AutoAck, leaseMS)
+	if err != nil {
+		return nil, fmt.Errorf("pop: %w", classify(err))
+	}
+	out := make([]Message, 0, maxN)
+	var (
+		partID, lo, hi, delivered, base int64
+		count, attempts                 int32
+		name, lease                     string
+		created                         time.Time
+		payload                         []byte
+	)
+	_, err = pgx.ForEachRow(rows, []any{&partID, &name, &lo, &hi, &lease, &attempts, &delivered,
+		&base, &count, &created, &payload}, func() error {
+		// pgx reuses payload's memory for the next row: copy it once per
+		// segment, and let the messages alias the copy.
+		rest := append([]byte(nil), payload...)
+		for off := base; off < base+int64(count); off++ {
+			id, data, r, err := readFrame(rest)
+			if err != nil {
+				return fmt.Errorf("partition %d segment %d: %w", partID, base, err)
+			}
+			rest = r
+			if off < lo || off > hi {
+				continue
+			}
+			att := 1
+			if off <= delivered {
+				att = int(attempts)
+			}
+			out = append(out, Message{
+				Partition: name, Offset: off, ID: string(id), Lease: lease,
+				Attempt: att, CreatedAt: created, Data: data,
+			})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pop: %w", classify(err))
+	}
+	return out, nil
+}
+
+// leaseToken is the random part of the lease ids of one pop; the id also
+// names the partition, so leases are unique and renew finds them by key.
+func leaseToken() (string, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("lease token: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}

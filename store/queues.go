@@ -1,0 +1,330 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Bounds of the settings. Out-of-range values are an ErrInvalid naming the
+// field.
+const (
+	maxLeaseMS         = 24 * 3600 * 1000
+	minLeaseMS         = 100
+	maxAttemptsLimit   = 1000
+	maxDedupWindowS    = 7 * 24 * 3600
+	maxDelayMS         = 7 * 24 * 3600 * 1000
+	maxMessageBytesCap = 8 << 20
+)
+
+// Apply merges p into c and validates the result.
+func (p ConfigPatch) Apply(c Config) (Config, error) {
+	set := func(dst *int64, v *int64) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	set(&c.LeaseMS, p.LeaseMS)
+	set(&c.MaxAttempts, p.MaxAttempts)
+	set(&c.DedupWindowS, p.DedupWindowS)
+	set(&c.CompletedRetentionS, p.CompletedRetentionS)
+	set(&c.MaxAgeS, p.MaxAgeS)
+	set(&c.DelayMS, p.DelayMS)
+	set(&c.MaxMessages, p.MaxMessages)
+	set(&c.MaxBytes, p.MaxBytes)
+	set(&c.MaxMessageBytes, p.MaxMessageBytes)
+	if p.DeadLetter != nil {
+		c.DeadLetter = *p.DeadLetter
+	}
+	return c, c.Validate()
+}
+
+// Validate checks every setting's range.
+func (c Config) Validate() error {
+	check := func(field string, v, lo, hi int64) error {
+		if v < lo || v > hi {
+			return fmt.Errorf("%w: %s must be between %d and %d, not %d", ErrInvalid, field, lo, hi, v)
+		}
+		return nil
+	}
+	const maxInt = 1<<62 - 1
+	return errors.Join(
+		check("lease_ms", c.LeaseMS, minLeaseMS, maxLeaseMS),
+		check("max_attempts", c.MaxAttempts, 1, maxAttemptsLimit),
+		check("dedup_window_s", c.DedupWindowS, 0, maxDedupWindowS),
+		check("completed_retention_s", c.CompletedRetentionS, 0, maxInt),
+		check("max_age_s", c.MaxAgeS, 0, maxInt),
+		check("delay_ms", c.DelayMS, 0, maxDelayMS),
+		check("max_messages", c.MaxMessages, 0, maxInt),
+		check("max_bytes", c.MaxBytes, 0, maxInt),
+		check("max_message_bytes", c.MaxMessageBytes, 1, maxMessageBytesCap),
+	)
+}
+
+func decodeConfig(raw []byte) (Config, error) {
+	c := DefaultConfig() // settings added later keep their defaults
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return Config{}, fmt.Errorf("decode config: %w", err)
+	}
+	return c, nil
+}
+
+// queue returns a queue by name from the cache or PostgreSQL, creating it
+// with DefaultConfig when create is set.
+func (s *Store) queue(ctx context.Context, name string, create bool) (Queue, error) {
+	s.mu.Lock()
+	cq, ok := s.queues[name]
+	s.mu.Unlock()
+	if ok && time.Since(cq.fetched) < s.ttl {
+		return cq.q, nil
+	}
+	q, err := s.loadQueue(ctx, s.pool, name)
+	if errors.Is(err, ErrNotFound) && create {
+		q, err = s.createQueue(ctx, name, DefaultConfig())
+	}
+	if err != nil {
+		return Queue{}, err
+	}
+	s.cacheQueue(q)
+	return q, nil
+}
+
+func (s *Store) cacheQueue(q Queue) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old, ok := s.queues[q.Name]; ok && old.q.ID != q.ID {
+		s.forgetLocked(old.q)
+	}
+	s.queues[q.Name] = cachedQueue{q: q, fetched: time.Now()}
+}
+
+// forget drops every cached fact about a queue, after it was deleted here or
+// found missing.
+func (s *Store) forget(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cq, ok := s.queues[name]; ok {
+		s.forgetLocked(cq.q)
+	}
+}
+
+func (s *Store) forgetLocked(q Queue) {
+	delete(s.queues, q.Name)
+	for k := range s.parts {
+		if k.queue == q.ID {
+			delete(s.parts, k)
+		}
+	}
+	for k := range s.groups {
+		if k.queue == q.ID {
+			delete(s.groups, k)
+		}
+	}
+}
+
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+func (s *Store) loadQueue(ctx context.Context, db querier, name string) (Queue, error) {
+	var q Queue
+	var raw []byte
+	err := db.QueryRow(ctx, `SELECT id, name, config, created_at FROM comb_queues WHERE name = $1`, name).
+		Scan(&q.ID, &q.Name, &raw, &q.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Queue{}, fmt.Errorf("queue %q: %w", name, ErrNotFound)
+	}
+	if err != nil {
+		return Queue{}, fmt.Errorf("load queue: %w", classify(err))
+	}
+	if q.Config, err = decodeConfig(raw); err != nil {
+		return Queue{}, err
+	}
+	return q, nil
+}
+
+func (s *Store) createQueue(ctx context.Context, name string, c Config) (Queue, error) {
+	raw, err := json.Marshal(c)
+	if err != nil {
+		return Queue{}, err
+	}
+	// ON CONFLICT DO UPDATE (a no-op) returns the row a concurrent creator
+	// won with, so two bridges creating one queue agree on its id.
+	var q Queue
+	err = s.pool.QueryRow(ctx, `
+		INSERT INTO comb_queues (name, config) VALUES ($1, $2)
+		ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name
+		RETURNING id, name, config, created_at`, name, raw).Scan(&q.ID, &q.Name, &raw, &q.CreatedAt)
+	if err != nil {
+		return Queue{}, fmt.Errorf("create queue: %w", classify(err))
+	}
+	if q.Config, err = decodeConfig(raw); err != nil {
+		return Queue{}, err
+	}
+	s.log.Info("created queue", "queue", name)
+	return q, nil
+}
+
+// Configure creates the queue if needed, merges patch into its settings and
+// returns them. An out-of-range value is an ErrInvalid naming the field.
+func (s *Store) Configure(ctx context.Context, name string, patch ConfigPatch) (Config, error) {
+	var out Queue
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO comb_queues (name, config) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING`,
+			name, mustJSON(DefaultConfig())); err != nil {
+			return err
+		}
+		var raw []byte
+		if err := tx.QueryRow(ctx, `SELECT id, name, config, created_at FROM comb_queues WHERE name = $1 FOR UPDATE`, name).
+			Scan(&out.ID, &out.Name, &raw, &out.CreatedAt); err != nil {
+			return err
+		}
+		cur, err := decodeConfig(raw)
+		if err != nil {
+			return err
+		}
+		if out.Config, err = patch.Apply(cur); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `UPDATE comb_queues SET config = $2 WHERE id = $1`, out.ID, mustJSON(out.Config))
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, ErrInvalid) {
+			return Config{}, err
+		}
+		return Config{}, fmt.Errorf("configure %q: %w", name, classify(err))
+	}
+	s.cacheQueue(out)
+	return out.Config, nil
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// Info returns a queue's settings and figures, or ErrNotFound.
+func (s *Store) Info(ctx context.Context, name string) (Info, error) {
+	q, err := s.loadQueue(ctx, s.pool, name)
+	if err != nil {
+		return Info{}, err
+	}
+	s.cacheQueue(q)
+	info := Info{Name: q.Name, Config: q.Config, CreatedAt: q.CreatedAt, Partitions: []PartitionInfo{}, Groups: []GroupInfo{}}
+	rows, err := s.pool.Query(ctx, `
+		SELECT name, next_offset, low_offset, retained_bytes FROM comb_partitions
+		WHERE queue_id = $1 ORDER BY name`, q.ID)
+	if err != nil {
+		return Info{}, fmt.Errorf("info: %w", classify(err))
+	}
+	for rows.Next() {
+		var p PartitionInfo
+		var b int64
+		if err := rows.Scan(&p.Name, &p.NextOffset, &p.LowOffset, &b); err != nil {
+			return Info{}, fmt.Errorf("info: %w", err)
+		}
+		info.Messages += p.NextOffset - p.LowOffset
+		info.Bytes += b
+		info.Partitions = append(info.Partitions, p)
+	}
+	if err := rows.Err(); err != nil {
+		return Info{}, fmt.Errorf("info: %w", classify(err))
+	}
+	rows, err = s.pool.Query(ctx, `
+		SELECT g.name,
+		       coalesce(sum(p.next_offset - greatest(c.committed, p.low_offset)), 0)::bigint,
+		       count(*) FILTER (WHERE c.lease_until > now())
+		FROM comb_groups g
+		LEFT JOIN comb_cursors c ON c.queue_id = g.queue_id AND c.group_name = g.name
+		LEFT JOIN comb_partitions p ON p.id = c.partition_id
+		WHERE g.queue_id = $1
+		GROUP BY g.name ORDER BY g.name`, q.ID)
+	if err != nil {
+		return Info{}, fmt.Errorf("info: %w", classify(err))
+	}
+	for rows.Next() {
+		var g GroupInfo
+		if err := rows.Scan(&g.Name, &g.Pending, &g.Leased); err != nil {
+			return Info{}, fmt.Errorf("info: %w", err)
+		}
+		info.Groups = append(info.Groups, g)
+	}
+	if err := rows.Err(); err != nil {
+		return Info{}, fmt.Errorf("info: %w", classify(err))
+	}
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM comb_dead_letters WHERE queue_id = $1`, q.ID).Scan(&info.DeadLetters); err != nil {
+		return Info{}, fmt.Errorf("info: %w", classify(err))
+	}
+	return info, nil
+}
+
+// List returns every queue, ordered by name.
+func (s *Store) List(ctx context.Context) ([]QueueSummary, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT q.name,
+		       (SELECT count(*) FROM comb_partitions p WHERE p.queue_id = q.id),
+		       (SELECT coalesce(sum(p.next_offset - p.low_offset), 0)::bigint FROM comb_partitions p WHERE p.queue_id = q.id),
+		       (SELECT coalesce(sum(p.retained_bytes), 0)::bigint FROM comb_partitions p WHERE p.queue_id = q.id),
+		       (SELECT count(*) FROM comb_groups g WHERE g.queue_id = q.id),
+		       (SELECT coalesce(max(pending), 0)::bigint FROM (
+		            SELECT sum(p.next_offset - greatest(c.committed, p.low_offset)) AS pending
+		            FROM comb_cursors c JOIN comb_partitions p ON p.id = c.partition_id
+		            WHERE c.queue_id = q.id GROUP BY c.group_name) g)
+		FROM comb_queues q ORDER BY q.name`)
+	if err != nil {
+		return nil, fmt.Errorf("list: %w", classify(err))
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (QueueSummary, error) {
+		var q QueueSummary
+		err := r.Scan(&q.Name, &q.Partitions, &q.Messages, &q.Bytes, &q.Groups, &q.Pending)
+		return q, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list: %w", classify(err))
+	}
+	if out == nil {
+		out = []QueueSummary{}
+	}
+	return out, nil
+}
+
+// Delete removes a queue and all its data, or returns ErrNotFound.
+func (s *Store) Delete(ctx context.Context, name string) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var id int64
+		err := tx.QueryRow(ctx, `SELECT id FROM comb_queues WHERE name = $1 FOR UPDATE`, name).Scan(&id)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("queue %q: %w", name, ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		// Segments and cursors carry no foreign key (it would cost a lookup
+		// on every push and pop), so they go explicitly.
+		if _, err := tx.Exec(ctx, `DELETE FROM comb_segments WHERE partition_id IN (SELECT id FROM comb_partitions WHERE queue_id = $1)`, id); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM comb_cursors WHERE queue_id = $1`, id); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `DELETE FROM comb_queues WHERE id = $1`, id)
+		return err
+	})
+	s.forget(name)
+	if err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return err
+		}
+		return fmt.Errorf("delete %q: %w", name, classify(err))
+	}
+	s.log.Info("deleted queue", "queue", name)
+	return nil
+}
