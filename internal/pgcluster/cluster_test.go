@@ -1,0 +1,220 @@
+package pgcluster
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	if dir := os.Getenv("PGCLUSTER_TEST_OWNER_DIR"); dir != "" {
+		ownerProcess(dir)
+		return
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// ownerProcess is the child of TestServerDiesWithOwner: it starts a cluster,
+// prints the postmaster's PID and waits to be killed.
+func ownerProcess(dir string) {
+	c, err := Start(context.Background(), Options{Dir: dir, Settings: TestSettings()})
+	if err != nil {
+		fmt.Println("ERROR", err)
+		os.Exit(1)
+	}
+	fmt.Println("PID", c.proc.cmd.Process.Pid)
+	select {}
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// start starts a throwaway cluster in a fresh directory and stops it when
+// the test ends. t.TempDir is root-owned 0700 when tests run as root, so
+// this also exercises makeTraversable.
+func start(t *testing.T, dir string, settings map[string]string) *Cluster {
+	t.Helper()
+	if settings == nil {
+		settings = TestSettings()
+	}
+	c, err := Start(t.Context(), Options{Dir: dir, Settings: settings, Logger: testLogger(t)})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, c.Stop()) })
+	return c
+}
+
+func query(t *testing.T, url, sql string, args ...any) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	var n int
+	require.NoError(t, conn.QueryRow(ctx, sql, args...).Scan(&n))
+	return n
+}
+
+func execSQL(t *testing.T, url, sql string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(ctx, sql)
+	require.NoError(t, err)
+}
+
+func TestLifecycle(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "data")
+	settings := TestSettings()
+	settings["wal_compression"] = "no-such-method" // must fall back to off, not fail
+	c := start(t, dir, settings)
+	require.True(t, c.Created())
+	require.NotZero(t, c.Port())
+	require.Equal(t, dir, c.Dir())
+
+	st, err := os.Stat(dir)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o700), st.Mode().Perm())
+
+	url := c.URL()
+	require.Equal(t, "comb", queryString(t, url, "SELECT current_database()"))
+	require.Equal(t, "off", queryString(t, url, "SHOW fsync"))
+	require.Equal(t, "off", queryString(t, url, "SHOW wal_compression"))
+	// The server runs with synchronous_commit off; like the store, this
+	// session turns it on, so an immediate shutdown cannot lose the commit.
+	execSQL(t, url, "SET synchronous_commit = on; CREATE TABLE kept (v int); INSERT INTO kept VALUES (7)")
+
+	// A crash-like restart keeps committed data and the port.
+	port := c.Port()
+	require.NoError(t, c.Restart(t.Context(), true))
+	require.Equal(t, port, c.Port())
+	require.Equal(t, 7, query(t, url, "SELECT v FROM kept"))
+
+	require.NoError(t, c.Restart(t.Context(), false))
+	require.Equal(t, 7, query(t, url, "SELECT v FROM kept"))
+
+	require.NoError(t, c.Stop())
+	require.NoError(t, c.Stop(), "stop twice")
+	_, err = os.Stat(filepath.Join(dir, "postmaster.pid"))
+	require.ErrorIs(t, err, os.ErrNotExist, "fast shutdown removes the lock file")
+
+	// A second Start reuses the directory and its data.
+	c2 := start(t, dir, nil)
+	require.False(t, c2.Created())
+	require.Equal(t, 7, query(t, c2.URL(), "SELECT v FROM kept"))
+}
+
+func queryString(t *testing.T, url, sql string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	var s string
+	require.NoError(t, conn.QueryRow(ctx, sql).Scan(&s))
+	return s
+}
+
+// TestStaleServer plays a crashed earlier run: a server still serves the
+// directory (its owner forgot it), then only its lock file remains.
+func TestStaleServer(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "data")
+	old := start(t, dir, nil)
+	oldPid := old.proc.cmd.Process.Pid
+
+	c := start(t, dir, nil)
+	require.False(t, c.Created())
+	require.NotEqual(t, oldPid, c.proc.cmd.Process.Pid)
+	select {
+	case <-old.proc.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stale server was not stopped")
+	}
+	require.NoError(t, old.Stop(), "stopping an already dead server is fine")
+	require.Equal(t, 1, query(t, c.URL(), "SELECT 1"))
+
+	// A lock file naming a live process that is not PostgreSQL (PID 1
+	// here) must not block a start.
+	require.NoError(t, c.Kill())
+	pidFile := filepath.Join(dir, "postmaster.pid")
+	require.NoError(t, os.WriteFile(pidFile, []byte("1\n"+dir+"\n"), 0o600))
+	require.NoError(t, c.Start(t.Context()))
+	require.Equal(t, 1, query(t, c.URL(), "SELECT 1"))
+}
+
+// TestServerDiesWithOwner checks that a SIGKILLed owner (a crashed test
+// binary, a killed broker) leaves no PostgreSQL server behind.
+func TestServerDiesWithOwner(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "data")
+	cmd := osexec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "PGCLUSTER_TEST_OWNER_DIR="+dir)
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+
+	line, err := bufio.NewReader(out).ReadString('\n')
+	require.NoError(t, err)
+	var pid int
+	_, err = fmt.Sscanf(line, "PID %d", &pid)
+	require.NoError(t, err, line)
+	require.True(t, alive(pid))
+
+	require.NoError(t, cmd.Process.Kill())
+	_ = cmd.Wait()
+	require.Eventually(t, func() bool { return !alive(pid) && len(serverProcesses(dir)) == 0 },
+		15*time.Second, 20*time.Millisecond, "postgres outlived its owner")
+}
+
+func TestFixedPortInUse(t *testing.T) {
+	t.Parallel()
+	a := start(t, filepath.Join(t.TempDir(), "a"), nil)
+	_, err := Start(t.Context(), Options{Dir: filepath.Join(t.TempDir(), "b"), Port: a.Port(),
+		Settings: TestSettings(), Logger: testLogger(t)})
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "could not bind")
+}
+
+func TestFindBinDir(t *testing.T) {
+	t.Parallel()
+	dir, err := FindBinDir()
+	require.NoError(t, err)
+	require.True(t, hasInitdb(dir), dir)
+	major, err := serverMajor(dir)
+	require.NoError(t, err)
+	require.NotEmpty(t, major)
+}
+
+func TestParseMajor(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"postgres (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)\n": "15",
+		"postgres (PostgreSQL) 9.6.24":                           "9.6",
+		"postgres (PostgreSQL) 17devel":                          "17",
+		"postgres (PostgreSQL) 16beta1":                          "16",
+	} {
+		got, ok := parseMajor(in)
+		require.True(t, ok, in)
+		require.Equal(t, want, got, in)
+	}
+	_, ok := parseMajor("bash: postgres: not found")
+	require.False(t, ok)
+}
