@@ -177,4 +177,6 @@ func TestConcurrentInvariants(t *testing.T) {
 	t.Logf("abandoned leases: g1 %d, g2 %d", state["g1"].expired, state["g2"].expired)
 }
 
-func errorsIsNotFound(err error) bool { return err != nil && strings.Contains(err.Error(), "not found") }
+func errorsIsNotFound(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "not found")
+}
