@@ -1,0 +1,305 @@
+package wire
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/combmq/comb/store"
+)
+
+// requireWireError checks that err is an *Error with code whose message
+// contains every one of want.
+func requireWireError(t *testing.T, err error, code int, want ...string) {
+	t.Helper()
+	require.Error(t, err)
+	we, ok := AsError(err)
+	require.True(t, ok, "not a wire error: %v", err)
+	require.Equal(t, code, we.Code, we.Message)
+	for _, w := range want {
+		require.Contains(t, we.Message, w)
+	}
+}
+
+func TestDecodePush(t *testing.T) {
+	t.Parallel()
+	body := `{"messages":[{"partition":"eu","id":"order-7","data":{"sku": 42 , "x":[1,2]}},
+	           {"data_b64":"AAEC"}, {"data_b64":""}, {"data":"str"}, {"data":null}, {"data_b64":"AAE"}]}`
+	msgs, err := DecodePush([]byte(body), DefaultLimits())
+	require.NoError(t, err)
+	require.Equal(t, []store.PushMessage{
+		{Partition: "eu", ID: "order-7", Data: []byte(`{"sku": 42 , "x":[1,2]}`)},
+		{Partition: "default", Data: []byte{0, 1, 2}},
+		{Partition: "default", Data: []byte{}},
+		{Partition: "default", Data: []byte(`"str"`)},
+		{Partition: "default", Data: []byte(`null`)},
+		{Partition: "default", Data: []byte{0, 1}},
+	}, msgs)
+}
+
+func TestDecodePushErrors(t *testing.T) {
+	t.Parallel()
+	lim := Limits{MaxMessageBytes: 4, MaxRequestBytes: 300}
+	cases := []struct {
+		body string
+		code int
+		want []string
+	}{
+		{``, 400, []string{"at least one message"}},
+		{`{}`, 400, []string{"at least one message"}},
+		{`{"messages":[]}`, 400, []string{"at least one message"}},
+		{`[]`, 400, []string{"must be a JSON object"}},
+		{`null`, 400, []string{"must be a JSON object"}},
+		{`{"messages":[{"data":1}]`, 400, []string{"malformed JSON", "end of input"}},
+		{`{"messages":[{"data":1,}]}`, 400, []string{"malformed JSON at byte"}},
+		{`{"messages":[{"data":1}]} x`, 400, []string{"unexpected data after the object"}},
+		{`{"messages":[{"data":1}]}{}`, 400, []string{"unexpected data after the object"}},
+		{`{"mesages":[{"data":1}]}`, 400, []string{`unknown field "mesages"`}},
+		{`{"messages":[{"data":1},{"data":2,"parition":"x"}]}`, 400, []string{`messages[1]: unknown field "parition"`}},
+		{`{"messages":[{"data":1},{"data_b64":5}]}`, 400, []string{"messages[1].data_b64: expected a string, got number"}},
+		{`{"messages":{"data":1}}`, 400, []string{"messages: expected an array, got object"}},
+		{`{"messages":[{"data":1,"data_b64":"AA=="}]}`, 400, []string{"messages[0]: both data and data_b64"}},
+		{`{"messages":[{"id":"x"}]}`, 400, []string{"messages[0]: one of data or data_b64 is required"}},
+		{`{"messages":[{"data_b64":null}]}`, 400, []string{"one of data or data_b64"}},
+		{`{"messages":[{"data_b64":"!!!!"}]}`, 400, []string{"messages[0].data_b64: illegal base64"}},
+		{`{"messages":[{"data":1,"partition":"a\nb"}]}`, 400, []string{"messages[0].partition: control character"}},
+		{`{"messages":[{"data":1,"id":"` + strings.Repeat("i", 256) + `"}]}`, 400, []string{"messages[0].id: 256 bytes"}},
+		{`{"messages":[{"data":"abcd"}]}`, 413, []string{"messages[0]: message is 6 bytes, over the limit of 4"}},
+		{`{"messages":[{"data_b64":"AAECAwQ="}]}`, 413, []string{"message is 5 bytes"}},
+		{`{"messages":[{"data":"` + strings.Repeat("x", 300) + `"}]}`, 413, []string{"request is", "over the limit of 300"}},
+	}
+	for _, c := range cases {
+		_, err := DecodePush([]byte(c.body), lim)
+		requireWireError(t, err, c.code, c.want...)
+	}
+	many := `{"messages":[` + strings.Repeat(`{"data":1},`, MaxPushMessages) + `{"data":1}]}`
+	_, err := DecodePush([]byte(many), DefaultLimits())
+	requireWireError(t, err, 413, "10001 messages")
+}
+
+func TestDecodePut(t *testing.T) {
+	t.Parallel()
+	m, err := DecodePut([]byte("raw \x00 bytes"), "eu", "id-1", DefaultLimits())
+	require.NoError(t, err)
+	require.Equal(t, store.PushMessage{Partition: "eu", ID: "id-1", Data: []byte("raw \x00 bytes")}, m)
+
+	m, err = DecodePut(nil, "", "", DefaultLimits())
+	require.NoError(t, err)
+	require.Equal(t, store.PushMessage{Partition: "default", Data: []byte{}}, m)
+
+	_, err = DecodePut([]byte("12345"), "", "", Limits{MaxMessageBytes: 4})
+	requireWireError(t, err, 413, "message is 5 bytes")
+	_, err = DecodePut([]byte("x"), "a\tb", "", DefaultLimits())
+	requireWireError(t, err, 400, "Comb-Partition header: control character")
+	_, err = DecodePut([]byte("x"), "", "\x01", DefaultLimits())
+	requireWireError(t, err, 400, "Comb-Id header: control character")
+}
+
+func TestDecodePop(t *testing.T) {
+	t.Parallel()
+	for _, body := range []string{``, ` `, `{}`, "\n{ }\n"} {
+		p, err := DecodePop([]byte(body))
+		require.NoError(t, err)
+		require.Equal(t, Pop{Request: store.PopRequest{
+			Group: "default", Max: 100, Partitions: 1, From: store.From{Kind: "all"},
+		}}, p)
+	}
+	p, err := DecodePop([]byte(`{"group":"billing","partition":"eu","max":10000,"partitions":1,"wait_ms":5000,
+		"lease_ms":30000,"auto_ack":true,"from":"new"}`))
+	require.NoError(t, err)
+	require.Equal(t, Pop{Wait: 5 * time.Second, Request: store.PopRequest{
+		Group: "billing", Partition: "eu", Max: 10000, Partitions: 1, LeaseMS: 30000, AutoAck: true,
+		From: store.From{Kind: "new"},
+	}}, p)
+
+	p, err = DecodePop([]byte(`{"from":"2026-11-30T10:00:00.5+01:00","partitions":1000,"lease_ms":0,"wait_ms":0}`))
+	require.NoError(t, err)
+	require.Equal(t, "time", p.Request.From.Kind)
+	require.True(t, p.Request.From.Time.Equal(time.Date(2026, 11, 30, 9, 0, 0, 5e8, time.UTC)))
+	require.Equal(t, 1000, p.Request.Partitions)
+
+	bad := map[string]string{
+		`{"max":0}`:                         "max: 0 is out of range 1..10000",
+		`{"max":10001}`:                     "max: 10001 is out of range",
+		`{"max":1.5}`:                       "max: expected an integer, got number 1.5",
+		`{"max":"5"}`:                       "max: expected an integer, got string",
+		`{"partitions":0}`:                  "partitions: 0 is out of range 1..1000",
+		`{"partitions":1001}`:               "partitions: 1001",
+		`{"partition":"eu","partitions":2}`: "partitions: must be 1 when a partition is named",
+		`{"wait_ms":-1}`:                    "wait_ms: -1 is out of range 0..300000",
+		`{"wait_ms":300001}`:                "wait_ms: 300001",
+		`{"lease_ms":99}`:                   "lease_ms: 99 is out of range: 0 (the queue's lease) or 100..86400000",
+		`{"lease_ms":86400001}`:             "lease_ms: 86400001",
+		`{"from":"yesterday"}`:              `from: "yesterday" is not all, new or an RFC 3339 time`,
+		`{"group":"a\u0000b"}`:              "group: control character",
+		`{"partition":"a\u0007"}`:           "partition: control character",
+		`{"wait":100}`:                      `unknown field "wait"`,
+		`{"auto_ack":"yes"}`:                "auto_ack: expected true or false, got string",
+	}
+	for body, want := range bad {
+		_, err := DecodePop([]byte(body))
+		requireWireError(t, err, 400, want)
+	}
+}
+
+func TestDecodeAck(t *testing.T) {
+	t.Parallel()
+	group, acks, err := DecodeAck([]byte(`{"group":"billing","acks":[
+		{"partition":"eu","offset":17,"lease":"l-9f2c","status":"completed"},
+		{"offset":0,"lease":"l-1"},
+		{"offset":3,"lease":"l-1","status":"retry"},
+		{"offset":4,"lease":"l-1","status":"failed"},
+		{"offset":5,"lease":"l-1","status":"dead"}]}`))
+	require.NoError(t, err)
+	require.Equal(t, "billing", group)
+	require.Equal(t, []store.Ack{
+		{Partition: "eu", Offset: 17, Lease: "l-9f2c", Status: "completed"},
+		{Partition: "default", Offset: 0, Lease: "l-1", Status: "completed"},
+		{Partition: "default", Offset: 3, Lease: "l-1", Status: "retry"},
+		{Partition: "default", Offset: 4, Lease: "l-1", Status: "failed"},
+		{Partition: "default", Offset: 5, Lease: "l-1", Status: "dead"},
+	}, acks)
+
+	group, _, err = DecodeAck([]byte(`{"acks":[{"offset":1,"lease":"l"}]}`))
+	require.NoError(t, err)
+	require.Equal(t, "default", group)
+
+	bad := map[string]string{
+		``:            "acks: at least one ack",
+		`{"acks":[]}`: "acks: at least one ack",
+		`{"acks":[{"offset":1,"lease":"l"},{"offset":2,"lease":"l","status":"done"}]}`: `acks[1].status: unknown status "done"; want completed, retry, failed or dead`,
+		`{"acks":[{"lease":"l"}]}`:                             "acks[0].offset: required",
+		`{"acks":[{"offset":-1,"lease":"l"}]}`:                 "acks[0].offset: -1 is negative",
+		`{"acks":[{"offset":1}]}`:                              "acks[0].lease: required",
+		`{"acks":[{"offset":1,"lease":"l","partition":""}]}`:   "",
+		`{"acks":[{"offset":1,"lease":"l","partition":"\n"}]}`: "acks[0].partition: control character",
+		`{"acks":[{"offset":1,"lease":"l","stauts":"dead"}]}`:  `acks[0]: unknown field "stauts"`,
+		`{"acks":[{"offset":"1","lease":"l"}]}`:                "acks[0].offset: expected an integer, got string",
+		`{"group":"","acks":[{"offset":1,"lease":"l"}],"x":1}`: `unknown field "x"`,
+	}
+	for body, want := range bad {
+		_, _, err := DecodeAck([]byte(body))
+		if want == "" {
+			require.NoError(t, err, body)
+			continue
+		}
+		requireWireError(t, err, 400, want)
+	}
+}
+
+func TestDecodeRenew(t *testing.T) {
+	t.Parallel()
+	leases, ms, err := DecodeRenew([]byte(`{"leases":["l-9f2c","l-2"],"lease_ms":30000}`))
+	require.NoError(t, err)
+	require.Equal(t, []string{"l-9f2c", "l-2"}, leases)
+	require.EqualValues(t, 30000, ms)
+	_, ms, err = DecodeRenew([]byte(`{"leases":["l"]}`))
+	require.NoError(t, err)
+	require.Zero(t, ms)
+
+	for body, want := range map[string]string{
+		`{}`:                             "leases: at least one lease",
+		`{"leases":["l",""]}`:            "leases[1]: required",
+		`{"leases":["l"],"lease_ms":50}`: "lease_ms: 50 is out of range",
+		`{"leases":"l"}`:                 "leases: expected an array, got string",
+		`{"leases":["l"],"lease":1}`:     `unknown field "lease"`,
+	} {
+		_, _, err := DecodeRenew([]byte(body))
+		requireWireError(t, err, 400, want)
+	}
+}
+
+func TestDecodeConfigure(t *testing.T) {
+	t.Parallel()
+	p, err := DecodeConfigure(nil)
+	require.NoError(t, err)
+	require.Equal(t, store.ConfigPatch{}, p)
+
+	p, err = DecodeConfigure([]byte(`{"lease_ms":1000,"max_attempts":5,"dead_letter":false,"dedup_window_s":60,
+		"completed_retention_s":3600,"max_age_s":86400,"delay_ms":10,"max_messages":0,"max_bytes":1000000,
+		"max_message_bytes":67108864}`))
+	require.NoError(t, err)
+	require.EqualValues(t, 1000, *p.LeaseMS)
+	require.EqualValues(t, 5, *p.MaxAttempts)
+	require.False(t, *p.DeadLetter)
+	require.EqualValues(t, 60, *p.DedupWindowS)
+	require.EqualValues(t, 3600, *p.CompletedRetentionS)
+	require.EqualValues(t, 86400, *p.MaxAgeS)
+	require.EqualValues(t, 10, *p.DelayMS)
+	require.EqualValues(t, 0, *p.MaxMessages)
+	require.EqualValues(t, 1000000, *p.MaxBytes)
+	require.EqualValues(t, 64<<20, *p.MaxMessageBytes)
+
+	p, err = DecodeConfigure([]byte(`{"max_attempts":2,"lease_ms":null}`))
+	require.NoError(t, err)
+	require.Nil(t, p.LeaseMS, "null leaves a setting as it is")
+	require.EqualValues(t, 2, *p.MaxAttempts)
+
+	for body, want := range map[string]string{
+		`{"lease_ms":0}`:                 "lease_ms: 0 is out of range 100..86400000",
+		`{"max_attempts":0}`:             "max_attempts: 0 is out of range 1..1000",
+		`{"dedup_window_s":-1}`:          "dedup_window_s: -1",
+		`{"dedup_window_s":604801}`:      "dedup_window_s: 604801",
+		`{"completed_retention_s":-5}`:   "completed_retention_s: -5",
+		`{"max_age_s":315360001}`:        "max_age_s: 315360001",
+		`{"delay_ms":604800001}`:         "delay_ms: 604800001",
+		`{"max_messages":-1}`:            "max_messages: -1",
+		`{"max_bytes":9007199254740992}`: "max_bytes: 9007199254740992",
+		`{"max_message_bytes":0}`:        "max_message_bytes: 0 is out of range 1..67108864",
+		`{"max_message_bytes":67108865}`: "max_message_bytes: 67108865",
+		`{"lease":100}`:                  `unknown field "lease"`,
+		`{"dead_letter":1}`:              "dead_letter: expected true or false, got number",
+		`{"lease_ms":"100"}`:             "lease_ms: expected an integer, got string",
+	} {
+		_, err := DecodeConfigure([]byte(body))
+		requireWireError(t, err, 400, want)
+	}
+}
+
+func TestDecodeEmpty(t *testing.T) {
+	t.Parallel()
+	require.NoError(t, DecodeEmpty(nil))
+	require.NoError(t, DecodeEmpty([]byte(` {} `)))
+	requireWireError(t, DecodeEmpty([]byte(`{"force":true}`)), 400, `unknown field "force"`)
+	requireWireError(t, DecodeEmpty([]byte(`x`)), 400, "JSON object")
+}
+
+func TestDecodeDLQ(t *testing.T) {
+	t.Parallel()
+	d, err := DecodeDLQ(nil)
+	require.NoError(t, err)
+	require.Equal(t, DLQ{Op: DLQList, Query: store.DLQQuery{Limit: 100}}, d)
+	d, err = DecodeDLQ([]byte(`{"group":"billing","limit":10,"after":"c-1"}`))
+	require.NoError(t, err)
+	require.Equal(t, DLQ{Op: DLQList, Query: store.DLQQuery{Group: "billing", Limit: 10, After: "c-1"}}, d)
+	d, err = DecodeDLQ([]byte(`{"replay":["d-31","d-32"]}`))
+	require.NoError(t, err)
+	require.Equal(t, DLQ{Op: DLQReplay, IDs: []string{"d-31", "d-32"}}, d)
+	d, err = DecodeDLQ([]byte(`{"purge":["d-1"]}`))
+	require.NoError(t, err)
+	require.Equal(t, DLQ{Op: DLQPurge, IDs: []string{"d-1"}}, d)
+
+	for body, want := range map[string]string{
+		`{"replay":["a"],"purge":["b"]}`: "replay and purge given",
+		`{"replay":["a"],"group":"g"}`:   "replay: takes no group",
+		`{"purge":[]}`:                   "purge: at least one dlq_id",
+		`{"purge":[""]}`:                 "purge[0]: not a dlq_id",
+		`{"limit":0}`:                    "limit: 0 is out of range 1..1000",
+		`{"limit":1001}`:                 "limit: 1001",
+		`{"group":"\u0001"}`:             "group: control character",
+		`{"replay":"d-1"}`:               "replay: expected an array, got string",
+		`{"delete":["d-1"]}`:             `unknown field "delete"`,
+	} {
+		_, err := DecodeDLQ([]byte(body))
+		requireWireError(t, err, 400, want)
+	}
+}
+
+func TestErrorBody(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, `{"error":{"code":400,"message":"bad \"name\"\n"}}`, string(ErrorBody(400, "bad \"name\"\n")))
+	e := Errorf(413, "too big: %d", 5)
+	require.Equal(t, "413 too big: 5", e.Error())
+}

@@ -1,0 +1,331 @@
+package wire
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"slices"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/combmq/comb/store"
+)
+
+// Replies are written by hand into byte buffers: encoding/json would compact
+// (and so change) message bytes held as json.RawMessage, and a pop carries
+// up to thousands of messages, so the encoders avoid reflection and
+// allocate once per reply.
+
+// safeASCII[c] is true when ASCII byte c may appear unescaped in a JSON
+// string.
+var safeASCII = func() (t [utf8.RuneSelf]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+const hexDigits = "0123456789abcdef"
+
+// AppendString appends s to b as a JSON string. Like encoding/json, it
+// escapes '"', '\\' and control characters, writes invalid UTF-8 as
+// U+FFFD, and escapes U+2028 and U+2029 so the output is also valid
+// JavaScript. Unlike strconv.AppendQuote, its output is always valid JSON.
+func AppendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if safeASCII[c] {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
+// IsJSONData reports whether message bytes can be written as "data": the
+// bytes are one valid JSON value, valid UTF-8, with no space around it (a
+// JSON reader would drop that space, and the bytes would not round-trip).
+func IsJSONData(data []byte) bool {
+	if len(data) == 0 {
+		return false
+	}
+	switch data[0] {
+	case ' ', '\t', '\n', '\r':
+		return false
+	}
+	switch data[len(data)-1] {
+	case ' ', '\t', '\n', '\r':
+		return false
+	}
+	return utf8.Valid(data) && json.Valid(data)
+}
+
+// AppendData appends a message's bytes as a JSON object member:
+// "data":<bytes> when they are JSON, else "data_b64":"<base64>".
+func AppendData(b []byte, data []byte) []byte {
+	if IsJSONData(data) {
+		b = append(b, `"data":`...)
+		return append(b, data...)
+	}
+	b = append(b, `"data_b64":"`...)
+	b = base64.StdEncoding.AppendEncode(b, data)
+	return append(b, '"')
+}
+
+// AppendTime appends t as a JSON string in RFC 3339 with up to nanosecond
+// precision, in UTC.
+func AppendTime(b []byte, t time.Time) []byte {
+	b = append(b, '"')
+	b = t.UTC().AppendFormat(b, time.RFC3339Nano)
+	return append(b, '"')
+}
+
+// messageSize estimates a message's encoded size, to size buffers once.
+func messageSize(m *store.Message) int {
+	return 160 + len(m.Partition) + len(m.ID) + len(m.Lease) + base64.StdEncoding.EncodedLen(len(m.Data))
+}
+
+// PopReply returns a pop reply, {"messages":[…]}, holding as many of msgs,
+// in order, as fit in limit bytes (no limit when limit <= 0), and how many
+// that is. A pop that leased more than fits in one NATS message can then
+// reply with a prefix: the rest of the lease is delivered again later.
+func PopReply(msgs []store.Message, limit int) ([]byte, int) {
+	size := 16
+	for i := range msgs {
+		size += messageSize(&msgs[i])
+	}
+	if limit > 0 && size > limit {
+		size = limit
+	}
+	return AppendPopReply(make([]byte, 0, size), msgs, limit)
+}
+
+// AppendPopReply is PopReply appending to b; limit counts only the bytes it
+// appends.
+func AppendPopReply(b []byte, msgs []store.Message, limit int) ([]byte, int) {
+	base := len(b)
+	b = append(b, `{"messages":[`...)
+	n := 0
+	for i := range msgs {
+		mark := len(b)
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendMessage(b, &msgs[i])
+		if limit > 0 && len(b)-base+2 > limit {
+			b = b[:mark]
+			break
+		}
+		n++
+	}
+	return append(b, "]}"...), n
+}
+
+func appendMessage(b []byte, m *store.Message) []byte {
+	b = slices.Grow(b, messageSize(m))
+	b = append(b, `{"partition":`...)
+	b = AppendString(b, m.Partition)
+	b = append(b, `,"offset":`...)
+	b = strconv.AppendInt(b, m.Offset, 10)
+	if m.ID != "" {
+		b = append(b, `,"id":`...)
+		b = AppendString(b, m.ID)
+	}
+	if m.Lease != "" {
+		b = append(b, `,"lease":`...)
+		b = AppendString(b, m.Lease)
+	}
+	b = append(b, `,"attempt":`...)
+	b = strconv.AppendInt(b, int64(m.Attempt), 10)
+	b = append(b, `,"created_at":`...)
+	b = AppendTime(b, m.CreatedAt)
+	b = append(b, ',')
+	b = AppendData(b, m.Data)
+	return append(b, '}')
+}
+
+// PushReply returns a push (or put) reply, {"results":[…]}, one result per
+// message in request order. A spooled message has no offset yet, so its
+// result carries none.
+func PushReply(results []store.PushResult) []byte {
+	b := make([]byte, 0, 16+64*len(results))
+	b = append(b, `{"results":[`...)
+	for i := range results {
+		r := &results[i]
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"partition":`...)
+		b = AppendString(b, r.Partition)
+		if r.Status != store.StatusSpooled {
+			b = append(b, `,"offset":`...)
+			b = strconv.AppendInt(b, r.Offset, 10)
+		}
+		b = append(b, `,"status":`...)
+		b = AppendString(b, r.Status)
+		b = append(b, '}')
+	}
+	return append(b, "]}"...)
+}
+
+// AckReply returns an ack reply, {"results":[{"ok":true},{"ok":false,"error":"…"}]}.
+func AckReply(results []store.AckResult) []byte {
+	b := make([]byte, 0, 16+16*len(results))
+	b = append(b, `{"results":[`...)
+	for i := range results {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		if results[i].OK {
+			b = append(b, `{"ok":true}`...)
+			continue
+		}
+		b = append(b, `{"ok":false,"error":`...)
+		b = AppendString(b, results[i].Error)
+		b = append(b, '}')
+	}
+	return append(b, "]}"...)
+}
+
+// RenewReply returns a renew reply,
+// {"results":[{"lease":"l","ok":true,"expires_at":"…"},{"lease":"m","ok":false,"error":"…"}]}.
+func RenewReply(results []store.RenewResult) []byte {
+	b := make([]byte, 0, 16+80*len(results))
+	b = append(b, `{"results":[`...)
+	for i := range results {
+		r := &results[i]
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"lease":`...)
+		b = AppendString(b, r.Lease)
+		if r.OK {
+			b = append(b, `,"ok":true,"expires_at":`...)
+			b = AppendTime(b, r.ExpiresAt)
+		} else {
+			b = append(b, `,"ok":false,"error":`...)
+			b = AppendString(b, r.Error)
+		}
+		b = append(b, '}')
+	}
+	return append(b, "]}"...)
+}
+
+// DLQReply returns a dead-letter listing,
+// {"dead_letters":[…],"next":"<cursor or empty>"}.
+func DLQReply(dls []store.DeadLetter, next string) []byte {
+	size := 32 + len(next)
+	for i := range dls {
+		size += 200 + base64.StdEncoding.EncodedLen(len(dls[i].Data))
+	}
+	b := make([]byte, 0, size)
+	b = append(b, `{"dead_letters":[`...)
+	for i := range dls {
+		d := &dls[i]
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"dlq_id":`...)
+		b = AppendString(b, d.DLQID)
+		b = append(b, `,"group":`...)
+		b = AppendString(b, d.Group)
+		b = append(b, `,"partition":`...)
+		b = AppendString(b, d.Partition)
+		b = append(b, `,"offset":`...)
+		b = strconv.AppendInt(b, d.Offset, 10)
+		if d.ID != "" {
+			b = append(b, `,"id":`...)
+			b = AppendString(b, d.ID)
+		}
+		b = append(b, `,"attempts":`...)
+		b = strconv.AppendInt(b, int64(d.Attempts), 10)
+		b = append(b, `,"reason":`...)
+		b = AppendString(b, d.Reason)
+		b = append(b, `,"dead_at":`...)
+		b = AppendTime(b, d.DeadAt)
+		b = append(b, ',')
+		b = AppendData(b, d.Data)
+		b = append(b, '}')
+	}
+	b = append(b, `],"next":`...)
+	b = AppendString(b, next)
+	return append(b, '}')
+}
+
+// DoneReply returns the reply of a dead-letter replay or purge, {"done":N}.
+func DoneReply(n int) []byte {
+	b := append(make([]byte, 0, 24), `{"done":`...)
+	b = strconv.AppendInt(b, int64(n), 10)
+	return append(b, '}')
+}
+
+// OKReply is the reply of a request that returns nothing else (delete).
+var OKReply = []byte(`{"ok":true}`)
+
+// ConfigReply returns a configure reply: the queue's whole configuration.
+func ConfigReply(c store.Config) []byte {
+	b, _ := json.Marshal(c) // a struct of ints and a bool cannot fail
+	return b
+}
+
+// InfoReply returns an info reply: the queue's settings and figures, with
+// times in UTC and empty lists as [] (never null).
+func InfoReply(info store.Info) []byte {
+	info.CreatedAt = info.CreatedAt.UTC()
+	if info.Partitions == nil {
+		info.Partitions = []store.PartitionInfo{}
+	}
+	if info.Groups == nil {
+		info.Groups = []store.GroupInfo{}
+	}
+	b, _ := json.Marshal(info) // plain data: cannot fail
+	return b
+}
+
+// ListReply returns a list reply, {"queues":[…]}, one summary per queue.
+func ListReply(queues []store.QueueSummary) []byte {
+	if queues == nil {
+		queues = []store.QueueSummary{}
+	}
+	b, _ := json.Marshal(struct {
+		Queues []store.QueueSummary `json:"queues"`
+	}{queues})
+	return b
+}

@@ -1,0 +1,182 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/combmq/comb/store"
+)
+
+// replyMessage reads a pop reply's message the way any client would.
+type replyMessage struct {
+	Partition string          `json:"partition"`
+	Offset    int64           `json:"offset"`
+	ID        string          `json:"id"`
+	Lease     string          `json:"lease"`
+	Attempt   int             `json:"attempt"`
+	CreatedAt time.Time       `json:"created_at"`
+	Data      json.RawMessage `json:"data"`
+	DataB64   *string         `json:"data_b64"`
+}
+
+// bytesOf returns the message bytes a client reads from data or data_b64.
+func (m replyMessage) bytesOf(t testing.TB) []byte {
+	if m.DataB64 != nil {
+		require.Nil(t, m.Data, "both data and data_b64")
+		b, err := base64.StdEncoding.DecodeString(*m.DataB64)
+		require.NoError(t, err)
+		return b
+	}
+	require.NotNil(t, m.Data, "neither data nor data_b64")
+	return m.Data
+}
+
+func decodePopReply(t testing.TB, b []byte) []replyMessage {
+	t.Helper()
+	require.True(t, json.Valid(b), "invalid JSON: %q", b)
+	var r struct {
+		Messages []replyMessage `json:"messages"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	require.NoError(t, dec.Decode(&r))
+	require.NotNil(t, r.Messages, "messages must be [] not null")
+	return r.Messages
+}
+
+func TestAppendString(t *testing.T) {
+	t.Parallel()
+	for _, s := range []string{"", "plain", `q"b\s/`, "\x00\x01\x1f\x7f", "\n\r\t\b\f", "caf\u00e9 日本 👍",
+		"\u2028\u2029", "bad\xff\xfeutf8", "<html>&amp;", "\xed\xa0\x80"} {
+		got := AppendString(nil, s)
+		require.True(t, json.Valid(got), "%q -> %s", s, got)
+		var back, want string
+		require.NoError(t, json.Unmarshal(got, &back))
+		std, _ := json.Marshal(s)
+		require.NoError(t, json.Unmarshal(std, &want))
+		require.Equal(t, want, back, "%q", s)
+	}
+	require.Equal(t, `"a\"b\\c\n\u0001\u2028"`, string(AppendString(nil, "a\"b\\c\n\x01\u2028")))
+}
+
+func TestIsJSONData(t *testing.T) {
+	t.Parallel()
+	yes := []string{`{}`, `{"a": 1}`, `[1, 2]`, `"s"`, `1`, `-1.5e3`, `true`, `null`, `"caf\u00e9"`, `"é"`}
+	no := []string{``, ` 1`, `1 `, "{}\n", `{`, `nope`, `01`, "\"\xff\"", `1 2`, `'s'`, "\x00"}
+	for _, s := range yes {
+		require.True(t, IsJSONData([]byte(s)), s)
+	}
+	for _, s := range no {
+		require.False(t, IsJSONData([]byte(s)), "%q", s)
+	}
+}
+
+func TestPopReply(t *testing.T) {
+	t.Parallel()
+	created := time.Date(2026, 11, 30, 10, 0, 0, 123456000, time.FixedZone("x", 3600))
+	msgs := []store.Message{
+		{Partition: "eu", Offset: 17, ID: "order-7", Lease: "l-9f2c", Attempt: 1, CreatedAt: created, Data: []byte(`{"sku": 42}`)},
+		{Partition: "default", Offset: 0, Attempt: 2, CreatedAt: created, Data: []byte{0, 1, 2}},
+		{Partition: "p\"q", Offset: 1, Attempt: 1, CreatedAt: created, Data: []byte{}},
+		{Partition: "p", Offset: 2, Attempt: 1, CreatedAt: created, Data: []byte(" 1")},
+	}
+	b, n := PopReply(msgs, 0)
+	require.Equal(t, 4, n)
+	require.Equal(t, `{"messages":[{"partition":"eu","offset":17,"id":"order-7","lease":"l-9f2c","attempt":1,`+
+		`"created_at":"2026-11-30T09:00:00.123456Z","data":{"sku": 42}},`+
+		`{"partition":"default","offset":0,"attempt":2,"created_at":"2026-11-30T09:00:00.123456Z","data_b64":"AAEC"},`+
+		`{"partition":"p\"q","offset":1,"attempt":1,"created_at":"2026-11-30T09:00:00.123456Z","data_b64":""},`+
+		`{"partition":"p","offset":2,"attempt":1,"created_at":"2026-11-30T09:00:00.123456Z","data_b64":"IDE="}]}`, string(b))
+	got := decodePopReply(t, b)
+	for i, m := range got {
+		require.Equal(t, msgs[i].Data, m.bytesOf(t))
+		require.Equal(t, msgs[i].Partition, m.Partition)
+		require.True(t, msgs[i].CreatedAt.Equal(m.CreatedAt))
+	}
+
+	b, n = PopReply(nil, 0)
+	require.Zero(t, n)
+	require.Equal(t, `{"messages":[]}`, string(b))
+
+	// A limit keeps a prefix that fits.
+	big := make([]store.Message, 10)
+	for i := range big {
+		big[i] = store.Message{Partition: "p", Offset: int64(i), Data: []byte(strings.Repeat("x", 100))}
+	}
+	full, _ := PopReply(big, 0)
+	for _, limit := range []int{len(full), len(full) - 1, 500, 200, 20} {
+		b, n := PopReply(big, limit)
+		require.LessOrEqual(t, len(b), limit)
+		got := decodePopReply(t, b)
+		require.Len(t, got, n)
+		if limit == len(full) {
+			require.Equal(t, 10, n)
+		} else {
+			require.Less(t, n, 10)
+		}
+		for i, m := range got {
+			require.EqualValues(t, i, m.Offset)
+		}
+	}
+	_, n = PopReply(big, 20)
+	require.Zero(t, n)
+}
+
+func TestReplies(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, `{"results":[{"partition":"eu","offset":17,"status":"stored"},{"partition":"default","status":"spooled"}]}`,
+		string(PushReply([]store.PushResult{{Partition: "eu", Offset: 17, Status: "stored"}, {Partition: "default", Status: "spooled"}})))
+	require.Equal(t, `{"results":[{"ok":true},{"ok":false,"error":"lease expired"}]}`,
+		string(AckReply([]store.AckResult{{OK: true}, {Error: "lease expired"}})))
+	exp := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	require.Equal(t, `{"results":[{"lease":"l-1","ok":true,"expires_at":"2026-01-02T03:04:05Z"},{"lease":"l-2","ok":false,"error":"unknown lease"}]}`,
+		string(RenewReply([]store.RenewResult{{Lease: "l-1", OK: true, ExpiresAt: exp}, {Lease: "l-2", Error: "unknown lease"}})))
+	require.Equal(t, `{"dead_letters":[{"dlq_id":"d-31","group":"billing","partition":"eu","offset":17,"id":"order-7",`+
+		`"attempts":3,"reason":"failed","dead_at":"2026-01-02T03:04:05Z","data":{"sku":42}}],"next":"n-1"}`,
+		string(DLQReply([]store.DeadLetter{{DLQID: "d-31", Group: "billing", Partition: "eu", Offset: 17, ID: "order-7",
+			Attempts: 3, Reason: "failed", DeadAt: exp, Data: []byte(`{"sku":42}`)}}, "n-1")))
+	require.Equal(t, `{"dead_letters":[],"next":""}`, string(DLQReply(nil, "")))
+	require.Equal(t, `{"done":3}`, string(DoneReply(3)))
+	require.Equal(t, `{"queues":[]}`, string(ListReply(nil)))
+	info := InfoReply(store.Info{Name: "q", Config: store.DefaultConfig()})
+	require.Contains(t, string(info), `"partitions":[],"groups":[]`)
+	require.Contains(t, string(ConfigReply(store.DefaultConfig())), `"lease_ms":30000`)
+}
+
+func BenchmarkPopReply(b *testing.B) {
+	msgs := make([]store.Message, 1000)
+	for i := range msgs {
+		msgs[i] = store.Message{Partition: "p-1", Offset: int64(i), ID: "id", Lease: "l-123456", Attempt: 1,
+			CreatedAt: time.Now(), Data: []byte(`{"sku":42,"name":"a widget","tags":["x","y"],"price":12.5}`)}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		PopReply(msgs, 0)
+	}
+}
+
+func BenchmarkDecodePush(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString(`{"messages":[`)
+	for i := range 1000 {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(`{"partition":"p-1","data":{"sku":42,"name":"a widget","tags":["x","y"],"price":12.5}}`)
+	}
+	sb.WriteString(`]}`)
+	body := []byte(sb.String())
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := DecodePush(body, DefaultLimits()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

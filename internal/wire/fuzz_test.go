@@ -1,0 +1,266 @@
+package wire
+
+import (
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/combmq/comb/store"
+)
+
+// The seed corpora below run as ordinary tests; `go test -fuzz FuzzX`
+// explores further.
+
+var queueRule = regexp.MustCompile(`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+){0,15}$`)
+
+func FuzzQueueName(f *testing.F) {
+	for _, s := range []string{"orders", "billing.invoices", "a.b.c", "", ".", "a..b", "a.", "a b", "a.*", "a.>",
+		"é", strings.Repeat("a", 256), strings.Repeat("a.", 16) + "a", "A-Z_0-9"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		err := ValidateQueue(s)
+		want := queueRule.MatchString(s) && len(s) <= MaxQueueBytes
+		require.Equal(t, want, err == nil, "%q: %v", s, err)
+		if err != nil {
+			we, ok := AsError(err)
+			require.True(t, ok)
+			require.Equal(t, 400, we.Code)
+		}
+		verb, queue, perr := ParseSubject("comb", "comb.pop."+s)
+		if err == nil {
+			require.NoError(t, perr)
+			require.Equal(t, VerbPop, verb)
+			require.Equal(t, s, queue)
+		} else {
+			require.Error(t, perr)
+		}
+	})
+}
+
+func FuzzName(f *testing.F) {
+	for _, s := range []string{"eu", "", "a b", "日本", "\x00", "a\nb", "\u0085", "\u2028", "\xff", strings.Repeat("x", 256)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if ValidateName("partition", s) != nil {
+			return
+		}
+		require.True(t, utf8.ValidString(s))
+		require.NotEmpty(t, s)
+		require.LessOrEqual(t, len(s), MaxNameBytes)
+		for _, r := range s {
+			require.False(t, r < 0x20 || (r >= 0x7f && r < 0xa0) || r == 0x2028 || r == 0x2029, "%q", s)
+		}
+		// An accepted name survives a trip through a reply unchanged.
+		var back string
+		require.NoError(t, json.Unmarshal(AppendString(nil, s), &back))
+		require.Equal(t, s, back)
+	})
+}
+
+func FuzzAppendString(f *testing.F) {
+	for _, s := range []string{"", "a", "\"\\", "\x00\x1f", "\xff", "\u2028", "日本", "\xed\xa0\x80"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got := AppendString(nil, s)
+		require.True(t, json.Valid(got), "%q -> %q", s, got)
+		var back, want string
+		require.NoError(t, json.Unmarshal(got, &back))
+		std, err := json.Marshal(s)
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(std, &want))
+		require.Equal(t, want, back)
+	})
+}
+
+// FuzzDataRoundTrip pushes arbitrary bytes in the member AppendData
+// chooses, and checks that the push decoder and a pop reply both give the
+// same bytes back.
+func FuzzDataRoundTrip(f *testing.F) {
+	for _, s := range []string{"", "x", `{"a": 1}`, `[1,2]`, ` 1`, "null", "\x00\xff", `"é"`, "\"\xff\"", "1e999", `{"a":1,"a":2}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		body := append([]byte(`{"messages":[{`), AppendData(nil, data)...)
+		body = append(body, "}]}"...)
+		msgs, err := DecodePush(body, Limits{})
+		require.NoError(t, err, "%s", body)
+		require.Len(t, msgs, 1)
+		require.Equal(t, string(data), string(msgs[0].Data))
+
+		reply, n := PopReply([]store.Message{{Partition: "p", Data: data, CreatedAt: time.Unix(0, 0)}}, 0)
+		require.Equal(t, 1, n)
+		got := decodePopReply(t, reply)
+		require.Equal(t, string(data), string(got[0].bytesOf(t)))
+	})
+}
+
+func FuzzDecodePush(f *testing.F) {
+	for _, s := range []string{
+		`{"messages":[{"partition":"eu","id":"order-7","data":{"sku":42}},{"data_b64":"AAEC"}]}`,
+		`{"messages":[{"data_b64":""}]}`, `{"messages":[{"data": [1, {"x" : "y"}] }]}`, `{"messages":[]}`, ``, `{}`, `[]`,
+		`{"messages":[{"data":1,"data_b64":""}]}`, `{"messages":[{"data_b64":"AAE"}]}`, `{"messages":[{"partition":"\u0000","data":1}]}`,
+		`{"messages":[{"data":"\ud800"}]}`, `{"Messages":[{"DATA":1}]}`, `{"messages":[{"data":1}]} `, `{"messages":[{"data":1}]}]`,
+	} {
+		f.Add([]byte(s))
+	}
+	lim := Limits{MaxMessageBytes: 64, MaxRequestBytes: 4096}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		msgs, err := DecodePush(body, lim)
+		if err != nil {
+			we, ok := AsError(err)
+			require.True(t, ok, "%v", err)
+			require.Contains(t, []int{400, 413}, we.Code)
+			require.NotEmpty(t, we.Message)
+			return
+		}
+		require.NotEmpty(t, msgs)
+		for _, m := range msgs {
+			require.NoError(t, ValidateName("partition", m.Partition))
+			require.LessOrEqual(t, len(m.ID), MaxIDBytes)
+			require.LessOrEqual(t, len(m.Data), lim.MaxMessageBytes)
+		}
+		// Every decoded message's bytes survive a pop reply.
+		out := make([]store.Message, len(msgs))
+		for i, m := range msgs {
+			out[i] = store.Message{Partition: m.Partition, ID: m.ID, Data: m.Data}
+		}
+		reply, n := PopReply(out, 0)
+		require.Equal(t, len(out), n)
+		for i, m := range decodePopReply(t, reply) {
+			require.Equal(t, string(msgs[i].Data), string(m.bytesOf(t)))
+			require.Equal(t, msgs[i].Partition, m.Partition)
+			require.Equal(t, msgs[i].ID, m.ID)
+		}
+		// And a push written from the decoded messages decodes to them again.
+		re := []byte(`{"messages":[`)
+		for i, m := range msgs {
+			if i > 0 {
+				re = append(re, ',')
+			}
+			re = append(re, `{"partition":`...)
+			re = AppendString(re, m.Partition)
+			re = append(re, `,"id":`...)
+			re = AppendString(re, m.ID)
+			re = append(re, ',')
+			re = AppendData(re, m.Data)
+			re = append(re, '}')
+		}
+		re = append(re, "]}"...)
+		again, err := DecodePush(re, Limits{})
+		require.NoError(t, err)
+		require.Equal(t, len(msgs), len(again))
+		for i := range msgs {
+			require.Equal(t, string(msgs[i].Data), string(again[i].Data))
+		}
+	})
+}
+
+func FuzzDecodePop(f *testing.F) {
+	for _, s := range []string{``, `{}`, `{"group":"billing","partition":"eu","max":100,"partitions":1,"wait_ms":5000,"lease_ms":30000,"auto_ack":false,"from":"all"}`,
+		`{"from":"2026-11-30T10:00:00Z"}`, `{"max":0}`, `{"max":1e3}`, `{"wait_ms":-1}`, `{"from":"new","partitions":1000}`, `{"lease_ms":99}`, `null`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		p, err := DecodePop(body)
+		if err != nil {
+			we, ok := AsError(err)
+			require.True(t, ok, "%v", err)
+			require.Equal(t, 400, we.Code)
+			return
+		}
+		r := p.Request
+		require.NoError(t, ValidateName("group", r.Group))
+		if r.Partition != "" {
+			require.NoError(t, ValidateName("partition", r.Partition))
+			require.Equal(t, 1, r.Partitions)
+		}
+		require.True(t, r.Max >= 1 && r.Max <= MaxPopMessages)
+		require.True(t, r.Partitions >= 1 && r.Partitions <= MaxPopPartitions)
+		require.True(t, p.Wait >= 0 && p.Wait <= MaxWaitMS*time.Millisecond)
+		require.True(t, r.LeaseMS == 0 || (r.LeaseMS >= MinLeaseMS && r.LeaseMS <= MaxLeaseMS))
+		require.Contains(t, []string{"all", "new", "time"}, r.From.Kind)
+	})
+}
+
+func FuzzDecodeAck(f *testing.F) {
+	for _, s := range []string{`{"group":"billing","acks":[{"partition":"eu","offset":17,"lease":"l-9f2c","status":"completed"}]}`,
+		`{"acks":[{"offset":0,"lease":"l"},{"offset":1,"lease":"l","status":"dead"}]}`, `{"acks":[{"offset":1,"lease":"l","status":"nope"}]}`,
+		`{"acks":[]}`, ``, `{"acks":[{"offset":-1,"lease":"l"}]}`, `{"acks":[{"offset":1}]}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		group, acks, err := DecodeAck(body)
+		if err != nil {
+			we, ok := AsError(err)
+			require.True(t, ok, "%v", err)
+			require.Contains(t, []int{400, 413}, we.Code)
+			return
+		}
+		require.NoError(t, ValidateName("group", group))
+		require.NotEmpty(t, acks)
+		for _, a := range acks {
+			require.Contains(t, []string{store.AckCompleted, store.AckRetry, store.AckFailed, store.AckDead}, a.Status)
+			require.GreaterOrEqual(t, a.Offset, int64(0))
+			require.NotEmpty(t, a.Lease)
+			require.NoError(t, ValidateName("partition", a.Partition))
+		}
+	})
+}
+
+func FuzzDecodeConfigure(f *testing.F) {
+	for _, s := range []string{``, `{}`, `{"lease_ms":1000,"max_attempts":5,"dead_letter":false}`, `{"max_message_bytes":0}`,
+		`{"max_bytes":9007199254740991}`, `{"lease_ms":null}`, `{"nope":1}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		p, err := DecodeConfigure(body)
+		if err != nil {
+			we, ok := AsError(err)
+			require.True(t, ok, "%v", err)
+			require.Equal(t, 400, we.Code)
+			return
+		}
+		if p.LeaseMS != nil {
+			require.True(t, *p.LeaseMS >= MinLeaseMS && *p.LeaseMS <= MaxLeaseMS)
+		}
+		if p.MaxAttempts != nil {
+			require.True(t, *p.MaxAttempts >= 1)
+		}
+		for _, v := range []*int64{p.DedupWindowS, p.CompletedRetentionS, p.MaxAgeS, p.DelayMS, p.MaxMessages, p.MaxBytes} {
+			if v != nil {
+				require.GreaterOrEqual(t, *v, int64(0))
+			}
+		}
+	})
+}
+
+func FuzzDecodeDLQ(f *testing.F) {
+	for _, s := range []string{``, `{"group":"g","limit":5,"after":"x"}`, `{"replay":["d-1"]}`, `{"purge":["d-1"]}`, `{"replay":[],"purge":[]}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		d, err := DecodeDLQ(body)
+		if err != nil {
+			we, ok := AsError(err)
+			require.True(t, ok, "%v", err)
+			require.Contains(t, []int{400, 413}, we.Code)
+			return
+		}
+		switch d.Op {
+		case DLQList:
+			require.True(t, d.Query.Limit >= 1 && d.Query.Limit <= MaxDLQLimit)
+		case DLQReplay, DLQPurge:
+			require.NotEmpty(t, d.IDs)
+		default:
+			t.Fatalf("op %q", d.Op)
+		}
+	})
+}
