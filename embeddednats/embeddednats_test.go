@@ -1,0 +1,188 @@
+package embeddednats
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// syncBuffer collects log output written from the server's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func start(t *testing.T, cfg Config) *Server {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))
+	}
+	s, err := Start(cfg)
+	require.NoError(t, err)
+	t.Cleanup(s.Shutdown)
+	return s
+}
+
+func connect(t *testing.T, f func() (*nats.Conn, error)) *nats.Conn {
+	t.Helper()
+	nc, err := f()
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+func TestRequestReply(t *testing.T) {
+	t.Parallel()
+	var logs syncBuffer
+	s := start(t, Config{Port: -1, HTTPPort: -1, ServerName: "comb-test",
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	require.True(t, strings.HasPrefix(s.ClientURL(), "nats://127.0.0.1:"), s.ClientURL())
+	require.NotContains(t, s.ClientURL(), ":4222")
+	require.Contains(t, logs.String(), "Starting nats-server")
+	require.Contains(t, logs.String(), "nats server ready")
+
+	inproc := connect(t, func() (*nats.Conn, error) { return s.Connect(nats.Name("bridge")) })
+	tcp := connect(t, func() (*nats.Conn, error) { return nats.Connect(s.ClientURL()) })
+	require.Equal(t, int64(DefaultMaxPayload), tcp.MaxPayload())
+
+	// A 1 MiB message each way: the default max payload must allow it.
+	big := bytes.Repeat([]byte("x"), 1<<20)
+	sub, err := inproc.Subscribe("svc.echo", func(m *nats.Msg) {
+		_ = m.Respond(append([]byte("echo:"), m.Data...))
+	})
+	require.NoError(t, err)
+	require.NoError(t, inproc.Flush())
+	for _, msg := range [][]byte{[]byte("hi"), big} {
+		reply, err := tcp.Request("svc.echo", msg, 5*time.Second)
+		require.NoError(t, err)
+		require.Equal(t, append([]byte("echo:"), msg...), reply.Data)
+	}
+	require.NoError(t, sub.Unsubscribe())
+
+	// And the other way round: a TCP responder, an in-process requester.
+	_, err = tcp.Subscribe("svc.upper", func(m *nats.Msg) { _ = m.Respond(bytes.ToUpper(m.Data)) })
+	require.NoError(t, err)
+	require.NoError(t, tcp.Flush())
+	reply, err := inproc.Request("svc.upper", []byte("abc"), 5*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, "ABC", string(reply.Data))
+
+	// Monitoring answers on its random port.
+	require.NotEmpty(t, s.MonitorURL())
+	resp, err := http.Get(s.MonitorURL() + "/varz")
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+
+	s.Shutdown()
+	s.Shutdown() // safe twice
+	require.False(t, s.NATS().Running())
+	require.Contains(t, logs.String(), "nats server stopped")
+	_, err = tcp.Request("svc.upper", []byte("abc"), 100*time.Millisecond)
+	require.Error(t, err)
+}
+
+func TestDontListen(t *testing.T) {
+	t.Parallel()
+	s := start(t, Config{DontListen: true})
+	nc := connect(t, func() (*nats.Conn, error) { return s.Connect() })
+	_, err := nc.Subscribe("x", func(m *nats.Msg) { _ = m.Respond(m.Data) })
+	require.NoError(t, err)
+	reply, err := nc.Request("x", []byte("1"), 5*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, "1", string(reply.Data))
+	require.Nil(t, s.NATS().Addr())
+}
+
+func TestAuth(t *testing.T) {
+	t.Parallel()
+	s := start(t, Config{Port: -1, Username: "comb", Password: "secret"})
+	connect(t, func() (*nats.Conn, error) { return s.Connect() })
+	_, err := nats.Connect(s.ClientURL(), nats.MaxReconnects(0))
+	require.Error(t, err, "a client without credentials is refused")
+	connect(t, func() (*nats.Conn, error) { return nats.Connect(s.ClientURL(), nats.UserInfo("comb", "secret")) })
+
+	_, err = Start(Config{Port: -1, Username: "comb"})
+	require.ErrorContains(t, err, "username and password")
+}
+
+func TestPortInUse(t *testing.T) {
+	t.Parallel()
+	a := start(t, Config{Port: -1})
+	port := a.NATS().Addr().(*net.TCPAddr).Port
+
+	began := time.Now()
+	_, err := Start(Config{Port: port, ReadyTimeout: time.Minute})
+	require.ErrorContains(t, err, "listening on port")
+	require.Less(t, time.Since(began), 10*time.Second, "a listen error must fail fast, not wait out the timeout")
+}
+
+func TestCluster(t *testing.T) {
+	t.Parallel()
+	a := start(t, Config{Port: -1, ServerName: "a", Cluster: ClusterConfig{Name: "comb", Port: -1}})
+	route := fmt.Sprintf("nats-route://127.0.0.1:%d", a.NATS().ClusterAddr().Port)
+	b := start(t, Config{Port: -1, ServerName: "b", Cluster: ClusterConfig{Name: "comb", Port: -1, Routes: []string{route}}})
+
+	na := connect(t, func() (*nats.Conn, error) { return a.Connect() })
+	nb := connect(t, func() (*nats.Conn, error) { return b.Connect() })
+	_, err := na.Subscribe("on.a", func(m *nats.Msg) { _ = m.Respond([]byte("from a")) })
+	require.NoError(t, err)
+	require.NoError(t, na.Flush())
+	// The route and its interest propagation take a moment: retry, bounded.
+	require.Eventually(t, func() bool {
+		reply, err := nb.Request("on.a", nil, 200*time.Millisecond)
+		return err == nil && string(reply.Data) == "from a"
+	}, 10*time.Second, 50*time.Millisecond)
+
+	_, err = Start(Config{Port: -1, Cluster: ClusterConfig{Port: -1}})
+	require.ErrorContains(t, err, "needs a name")
+}
+
+func TestLameDuck(t *testing.T) {
+	t.Parallel()
+	s := start(t, Config{Port: -1, LameDuckDuration: 300 * time.Millisecond, LameDuckGracePeriod: 50 * time.Millisecond})
+	closed := make(chan struct{})
+	nc := connect(t, func() (*nats.Conn, error) {
+		return nats.Connect(s.ClientURL(), nats.NoReconnect(), nats.ClosedHandler(func(*nats.Conn) { close(closed) }))
+	})
+	require.NoError(t, nc.Flush())
+	done := make(chan struct{})
+	go func() { s.LameDuck(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("lame duck did not finish")
+	}
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("client not disconnected")
+	}
+	s.Shutdown() // no-op after LameDuck
+}
