@@ -130,22 +130,13 @@ func (s *Store) ensureGroup(ctx context.Context, q Queue, group string, from Fro
 	if ok {
 		return nil
 	}
-	var start string
-	var args = []any{q.ID, group}
 	switch from.Kind {
-	case "", "all":
-		start = `p.low_offset`
-	case "new":
-		start = `p.next_offset`
-	case "time":
-		// The first segment written at or after the time; segments of one
-		// partition are written in offset order.
-		start = `greatest(p.low_offset, coalesce((SELECT min(s.base_offset) FROM comb_segments s
-			WHERE s.partition_id = p.id AND s.created_at >= $3), p.next_offset))`
-		args = append(args, from.Time)
+	case "", "all", "new", "time", "start", "end":
 	default:
 		return fmt.Errorf("%w: from must be all, new or an RFC 3339 time", ErrInvalid)
 	}
+	start, extra := startExpr(from, 3)
+	args := append([]any{q.ID, group}, extra...)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if err := lockQueue(ctx, tx, q); err != nil {
 			return err

@@ -19,14 +19,25 @@ import (
 // partitions. A cursor is ready when its partition has messages past the
 // committed offset and it holds no live lease, so a group holds at most one
 // lease per partition and gets a partition's messages in offset order.
-const popSQL = `
+var popSQL = fmt.Sprintf(popSQLTemplate, `p.next_offset`)
+
+// popDelayedSQL serves queues with a delay_ms: a partition's ready end is the
+// end of its newest segment older than the delay ($9 ms), found by a
+// backward index scan that stops at the first such segment.
+var popDelayedSQL = fmt.Sprintf(popSQLTemplate, `coalesce((
+        SELECT s.base_offset + s.count FROM comb_segments s
+        WHERE s.partition_id = p.id AND s.created_at <= now() - $9::bigint * interval '1 millisecond'
+        ORDER BY s.base_offset DESC LIMIT 1), p.low_offset)`)
+
+const popSQLTemplate = `
 WITH cand AS (
     SELECT c.partition_id, greatest(c.committed, p.low_offset) AS committed, c.delivered_upto,
-           p.next_offset, p.name
+           r.next_offset, p.name
     FROM comb_cursors c JOIN comb_partitions p ON p.id = c.partition_id
+    CROSS JOIN LATERAL (SELECT %s AS next_offset) r
     WHERE c.queue_id = $1 AND c.group_name = $2
       AND ($3::bigint = 0 OR c.partition_id = $3)
-      AND p.next_offset > c.committed
+      AND r.next_offset > greatest(c.committed, p.low_offset)
       AND (c.lease_id IS NULL OR c.lease_until < now())
     ORDER BY c.leased_at NULLS FIRST, c.partition_id
     LIMIT $4
@@ -101,7 +112,11 @@ func (s *Store) Pop(ctx context.Context, req PopRequest) ([]Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, popSQL, q.ID, group, pid, parts, maxN, token, req.AutoAck, leaseMS)
+	sql, args := popSQL, []any{q.ID, group, pid, parts, maxN, token, req.AutoAck, leaseMS}
+	if q.Config.DelayMS > 0 {
+		sql, args = popDelayedSQL, append(args, q.Config.DelayMS)
+	}
+	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, fmt.Errorf("pop: %w", classify(err))
 	}

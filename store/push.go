@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 
@@ -17,6 +16,27 @@ type segmentBuf struct {
 	frames []byte
 	base   int64
 	ok     bool
+}
+
+// msgPlace says where one pushed message went: into a segment at an index,
+// or onto an earlier message as its duplicate.
+type msgPlace struct {
+	pid    int64
+	seg    *segmentBuf
+	idx    int64
+	dupOf  int64 // with dup: the original's offset, or -1 while it is in this batch
+	dupRef *msgPlace
+	dup    bool
+}
+
+type pushPlan struct {
+	reqs   []*PushRequest
+	queues []Queue      // per request
+	places [][]msgPlace // per request, per message
+	segs   map[int64]*segmentBuf
+	pids   []int64         // every partition touched, sorted
+	queue  map[int64]int64 // queue id by partition id
+	dedup  bool            // some message is subject to deduplication
 }
 
 // Push appends the requests' messages in one transaction and fills each
@@ -48,13 +68,41 @@ func (s *Store) Push(ctx context.Context, reqs []*PushRequest) error {
 }
 
 func (s *Store) push(ctx context.Context, reqs []*PushRequest) (retry []*PushRequest, err error) {
-	segs := map[int64]*segmentBuf{}
-	// where[i][j] is the segment and index of message j of request i.
-	type loc struct {
-		seg *segmentBuf
-		idx int64
+	p, err := s.plan(ctx, reqs)
+	if err != nil {
+		return nil, err
 	}
-	where := make([][]loc, len(reqs))
+	if len(p.pids) == 0 {
+		for _, r := range reqs {
+			if r.Err == nil {
+				r.Results = []PushResult{}
+			}
+		}
+		return nil, nil
+	}
+	if p.dedup {
+		err = s.writeDedup(ctx, p)
+	} else {
+		p.buildSegments()
+		err = s.writeSimple(ctx, p)
+	}
+	if err != nil {
+		err = fmt.Errorf("push: %w", classify(err))
+		for _, r := range reqs {
+			if r.Err == nil {
+				r.Err = err
+			}
+		}
+		return nil, err
+	}
+	return p.results(), nil
+}
+
+// plan resolves queues and partitions, applies per-request checks (message
+// size, queue limits) and records where each message goes.
+func (s *Store) plan(ctx context.Context, reqs []*PushRequest) (*pushPlan, error) {
+	p := &pushPlan{reqs: reqs, queues: make([]Queue, len(reqs)), places: make([][]msgPlace, len(reqs)), segs: map[int64]*segmentBuf{}, queue: map[int64]int64{}}
+	limited := map[int64]bool{}
 	for i, r := range reqs {
 		r.Err, r.Results = nil, nil
 		q, err := s.queue(ctx, r.Queue, true)
@@ -62,6 +110,7 @@ func (s *Store) push(ctx context.Context, reqs []*PushRequest) (retry []*PushReq
 			r.Err = err
 			continue
 		}
+		p.queues[i] = q
 		names := make([]string, 0, 1)
 		for j := range r.Messages {
 			m := &r.Messages[j]
@@ -80,120 +129,344 @@ func (s *Store) push(ctx context.Context, reqs []*PushRequest) (retry []*PushReq
 		if r.Err != nil {
 			continue
 		}
+		if q.Config.MaxMessages > 0 || q.Config.MaxBytes > 0 {
+			limited[q.ID] = true
+		}
 		ids, err := s.partitionIDs(ctx, q, names, true)
 		if err != nil {
 			r.Err = err
 			continue
 		}
-		where[i] = make([]loc, len(r.Messages))
+		p.places[i] = make([]msgPlace, len(r.Messages))
 		for j, m := range r.Messages {
-			id := ids[m.Partition]
-			seg := segs[id]
+			p.places[i][j].pid = ids[m.Partition]
+			if m.ID != "" && q.Config.DedupWindowS > 0 {
+				p.dedup = true
+			}
+		}
+	}
+	if len(limited) > 0 {
+		if err := s.checkLimits(ctx, p, limited); err != nil {
+			return nil, err
+		}
+	}
+	set := map[int64]bool{}
+	for i, r := range reqs {
+		if r.Err != nil {
+			continue
+		}
+		for _, pl := range p.places[i] {
+			if !set[pl.pid] {
+				set[pl.pid] = true
+				p.pids = append(p.pids, pl.pid)
+				p.queue[pl.pid] = p.queues[i].ID
+			}
+		}
+	}
+	slices.Sort(p.pids)
+	return p, nil
+}
+
+// checkLimits refuses the requests that would take a queue past its
+// max_messages or max_bytes. The check reads the figures at the start of the
+// push, so pushes running at the same moment on other connections can
+// overshoot a limit by their own size: the limits are a brake, not a wall.
+func (s *Store) checkLimits(ctx context.Context, p *pushPlan, limited map[int64]bool) error {
+	ids := make([]int64, 0, len(limited))
+	for id := range limited {
+		ids = append(ids, id)
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT queue_id, sum(next_offset - low_offset)::bigint, sum(retained_bytes)::bigint
+		FROM comb_partitions WHERE queue_id = ANY($1) GROUP BY queue_id`, ids)
+	if err != nil {
+		return fmt.Errorf("push: read queue figures: %w", classify(err))
+	}
+	type fig struct{ n, b int64 }
+	figs := map[int64]*fig{}
+	var id, n, b int64
+	if _, err := pgx.ForEachRow(rows, []any{&id, &n, &b}, func() error {
+		figs[id] = &fig{n, b}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("push: read queue figures: %w", classify(err))
+	}
+	for i, r := range p.reqs {
+		q := p.queues[i]
+		if r.Err != nil || !limited[q.ID] {
+			continue
+		}
+		f := figs[q.ID]
+		if f == nil {
+			f = &fig{}
+			figs[q.ID] = f
+		}
+		var bytes int64
+		for _, m := range r.Messages {
+			bytes += int64(len(m.Data))
+		}
+		n := int64(len(r.Messages))
+		switch {
+		case q.Config.MaxMessages > 0 && f.n+n > q.Config.MaxMessages:
+			r.Err = fmt.Errorf("%w: queue %q retains %d messages; max_messages is %d", ErrLimit, q.Name, f.n, q.Config.MaxMessages)
+		case q.Config.MaxBytes > 0 && f.b+bytes > q.Config.MaxBytes:
+			r.Err = fmt.Errorf("%w: queue %q retains %d bytes; max_bytes is %d", ErrLimit, q.Name, f.b, q.Config.MaxBytes)
+		default:
+			f.n += n
+			f.b += bytes
+		}
+	}
+	return nil
+}
+
+// buildSegments frames every message that is not a duplicate into its
+// partition's segment.
+func (p *pushPlan) buildSegments() {
+	for i, r := range p.reqs {
+		if r.Err != nil {
+			continue
+		}
+		for j, m := range r.Messages {
+			pl := &p.places[i][j]
+			if pl.dup {
+				continue
+			}
+			seg := p.segs[pl.pid]
 			if seg == nil {
-				seg = &segmentBuf{id: id}
-				segs[id] = seg
+				seg = &segmentBuf{id: pl.pid}
+				p.segs[pl.pid] = seg
 			}
 			seg.frames = appendFrame(seg.frames, m.ID, m.Data)
 			seg.bytes += int64(len(m.Data))
-			where[i][j] = loc{seg, seg.n}
+			pl.seg, pl.idx = seg, seg.n
 			seg.n++
 		}
 	}
-	if len(segs) == 0 {
-		for _, r := range reqs {
-			if r.Err == nil {
-				r.Results = []PushResult{}
-			}
+}
+
+// segmentArrays returns the segments as the arrays the SQL unnests, in
+// partition id order.
+func (p *pushPlan) segmentArrays() (pids, ns, bs []int64, payloads [][]byte) {
+	for _, id := range p.pids {
+		seg := p.segs[id]
+		if seg == nil {
+			continue
 		}
-		return nil, nil
-	}
-
-	pids := make([]int64, 0, len(segs))
-	for id := range segs {
 		pids = append(pids, id)
+		ns = append(ns, seg.n)
+		bs = append(bs, seg.bytes)
+		payloads = append(payloads, seg.frames)
 	}
-	slices.Sort(pids)
-	ns := make([]int64, len(pids))
-	bs := make([]int64, len(pids))
-	payloads := make([][]byte, len(pids))
-	for k, id := range pids {
-		ns[k], bs[k], payloads[k] = segs[id].n, segs[id].bytes, segs[id].frames
-	}
+	return pids, ns, bs, payloads
+}
 
-	// One round trip: pgx sends the batch with a single Sync, so its
-	// statements run in one implicit transaction.
-	b := &pgx.Batch{}
-	b.Queue(`SELECT id FROM comb_partitions WHERE id = ANY($1) ORDER BY id FOR UPDATE`, pids)
-	b.Queue(`
+const (
+	lockPartitionsSQL = `SELECT id FROM comb_partitions WHERE id = ANY($1) ORDER BY id FOR UPDATE`
+	allocOffsetsSQL   = `
 		UPDATE comb_partitions p
 		SET next_offset = p.next_offset + x.n, retained_bytes = p.retained_bytes + x.b
 		FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS x(pid, n, b)
 		WHERE p.id = x.pid
-		RETURNING p.id, p.next_offset - x.n`, pids, ns, bs)
-	b.Queue(`
+		RETURNING p.id, p.next_offset - x.n`
+	// The INSERT runs after the UPDATE in the same transaction, so it reads
+	// the advanced next_offset and derives each segment's base from it.
+	insertSegmentsSQL = `
 		INSERT INTO comb_segments (partition_id, base_offset, count, bytes, payload)
 		SELECT x.pid, p.next_offset - x.n, x.n, x.b, x.payload
 		FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bytea[]) AS x(pid, n, b, payload)
-		JOIN comb_partitions p ON p.id = x.pid`, pids, ns, bs, payloads)
-	err = func() error {
-		br := s.pool.SendBatch(ctx, b)
-		defer br.Close()
-		if _, err := br.Exec(); err != nil {
-			return err
-		}
+		JOIN comb_partitions p ON p.id = x.pid`
+)
+
+// queueWrite queues the statements that allocate offsets and write the
+// segments, and returns a function that reads their results.
+func (p *pushPlan) queueWrite(b *pgx.Batch) func(br pgx.BatchResults) error {
+	pids, ns, bs, payloads := p.segmentArrays()
+	if len(pids) == 0 {
+		return func(pgx.BatchResults) error { return nil }
+	}
+	b.Queue(allocOffsetsSQL, pids, ns, bs)
+	b.Queue(insertSegmentsSQL, pids, ns, bs, payloads)
+	return func(br pgx.BatchResults) error {
 		rows, err := br.Query()
 		if err != nil {
 			return err
 		}
 		var id, base int64
 		if _, err := pgx.ForEachRow(rows, []any{&id, &base}, func() error {
-			if seg := segs[id]; seg != nil {
+			if seg := p.segs[id]; seg != nil {
 				seg.base, seg.ok = base, true
 			}
 			return nil
 		}); err != nil {
 			return err
 		}
-		if _, err := br.Exec(); err != nil {
-			return err
+		_, err = br.Exec()
+		return err
+	}
+}
+
+// writeSimple writes a batch without deduplication in one round trip: pgx
+// sends the batch with a single Sync, so its statements run in one implicit
+// transaction.
+func (s *Store) writeSimple(ctx context.Context, p *pushPlan) error {
+	b := &pgx.Batch{}
+	b.Queue(lockPartitionsSQL, p.pids)
+	read := p.queueWrite(b)
+	br := s.pool.SendBatch(ctx, b)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return err
+	}
+	if err := read(br); err != nil {
+		return err
+	}
+	return br.Close()
+}
+
+// writeDedup writes a batch in which some messages carry producer ids of a
+// queue with a dedup window. Under the partition locks it looks the ids up,
+// drops the duplicates (of earlier pushes, or of each other in this batch),
+// writes the rest and remembers their ids, all in one transaction.
+func (s *Store) writeDedup(ctx context.Context, p *pushPlan) error {
+	type key struct {
+		pid int64
+		id  string
+	}
+	var kPids, kWins []int64
+	var kIDs []string
+	for i, r := range p.reqs {
+		if r.Err != nil || p.queues[i].Config.DedupWindowS == 0 {
+			continue
 		}
-		return br.Close()
-	}()
-	if err != nil {
-		err = fmt.Errorf("push: %w", classify(err))
-		for _, r := range reqs {
-			if r.Err == nil {
-				r.Err = err
+		for j, m := range r.Messages {
+			if m.ID != "" {
+				kPids = append(kPids, p.places[i][j].pid)
+				kIDs = append(kIDs, m.ID)
+				kWins = append(kWins, p.queues[i].Config.DedupWindowS)
 			}
 		}
-		return nil, err
 	}
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		b.Queue(lockPartitionsSQL, p.pids)
+		b.Queue(`
+			SELECT d.partition_id, d.producer_id, d.msg_offset
+			FROM comb_dedup d
+			JOIN unnest($1::bigint[], $2::text[], $3::bigint[]) AS x(pid, id, win)
+			  ON d.partition_id = x.pid AND d.producer_id = x.id
+			WHERE d.created_at > now() - x.win * interval '1 second'`, kPids, kIDs, kWins)
+		br := tx.SendBatch(ctx, b)
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			return err
+		}
+		rows, err := br.Query()
+		if err != nil {
+			br.Close()
+			return err
+		}
+		known := map[key]int64{}
+		var k key
+		var off int64
+		if _, err := pgx.ForEachRow(rows, []any{&k.pid, &k.id, &off}, func() error {
+			known[k] = off
+			return nil
+		}); err != nil {
+			br.Close()
+			return err
+		}
+		if err := br.Close(); err != nil {
+			return err
+		}
 
-	for i, r := range reqs {
+		// Mark duplicates: of a remembered message, or of an earlier
+		// message of this batch.
+		first := map[key]*msgPlace{}
+		for i, r := range p.reqs {
+			if r.Err != nil || p.queues[i].Config.DedupWindowS == 0 {
+				continue
+			}
+			for j, m := range r.Messages {
+				if m.ID == "" {
+					continue
+				}
+				pl := &p.places[i][j]
+				k := key{pl.pid, m.ID}
+				if off, ok := known[k]; ok {
+					pl.dup, pl.dupOf = true, off
+				} else if orig, ok := first[k]; ok {
+					pl.dup, pl.dupRef = true, orig
+				} else {
+					first[k] = pl
+				}
+			}
+		}
+		p.buildSegments()
+
+		var dPids, dRel, dQueues []int64
+		var dIDs []string
+		for k, pl := range first {
+			dPids = append(dPids, k.pid)
+			dIDs = append(dIDs, k.id)
+			dRel = append(dRel, pl.idx)
+			dQueues = append(dQueues, p.queue[k.pid])
+		}
+		segPids, segNs, _, _ := p.segmentArrays()
+		b = &pgx.Batch{}
+		read := p.queueWrite(b)
+		if len(dPids) > 0 {
+			// Offsets come from the advanced next_offset like the
+			// segments': base = next_offset - n, offset = base + index.
+			b.Queue(`
+				INSERT INTO comb_dedup (partition_id, producer_id, queue_id, msg_offset)
+				SELECT x.pid, x.id, x.qid, p.next_offset - seg.n + x.rel
+				FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bigint[]) AS x(pid, id, qid, rel)
+				JOIN comb_partitions p ON p.id = x.pid
+				JOIN unnest($5::bigint[], $6::bigint[]) AS seg(pid, n) ON seg.pid = x.pid
+				ON CONFLICT (partition_id, producer_id)
+				DO UPDATE SET msg_offset = EXCLUDED.msg_offset, created_at = now()`,
+				dPids, dIDs, dQueues, dRel, segPids, segNs)
+		}
+		br = tx.SendBatch(ctx, b)
+		defer br.Close()
+		if err := read(br); err != nil {
+			return err
+		}
+		if len(dPids) > 0 {
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+		}
+		return br.Close()
+	})
+}
+
+// results fills each request's Results from the written segments and
+// returns the requests whose partitions vanished (their queue was deleted
+// under a cached id) for a retry.
+func (p *pushPlan) results() (retry []*PushRequest) {
+	for i, r := range p.reqs {
 		if r.Err != nil {
 			continue
 		}
 		r.Results = make([]PushResult, len(r.Messages))
 		for j, m := range r.Messages {
-			l := where[i][j]
-			if !l.seg.ok {
+			pl := &p.places[i][j]
+			switch {
+			case pl.dup && pl.dupRef != nil && pl.dupRef.seg.ok:
+				r.Results[j] = PushResult{Partition: m.Partition, Offset: pl.dupRef.seg.base + pl.dupRef.idx, Status: StatusDuplicate}
+			case pl.dup && pl.dupRef == nil:
+				r.Results[j] = PushResult{Partition: m.Partition, Offset: pl.dupOf, Status: StatusDuplicate}
+			case pl.dup, !pl.seg.ok:
 				r.Results = nil
 				retry = append(retry, r)
+			default:
+				r.Results[j] = PushResult{Partition: m.Partition, Offset: pl.seg.base + pl.idx, Status: StatusStored}
+			}
+			if r.Results == nil {
 				break
 			}
-			r.Results[j] = PushResult{Partition: m.Partition, Offset: l.seg.base + l.idx, Status: StatusStored}
 		}
 	}
-	return retry, nil
-}
-
-// errIs reports whether err is one of the store's sentinels, which callers
-// answer with a 4xx rather than a 5xx.
-func errIs(err error, targets ...error) bool {
-	for _, t := range targets {
-		if errors.Is(err, t) {
-			return true
-		}
-	}
-	return false
+	return retry
 }

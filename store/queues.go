@@ -315,6 +315,9 @@ func (s *Store) Delete(ctx context.Context, name string) error {
 		if _, err := tx.Exec(ctx, `DELETE FROM comb_cursors WHERE queue_id = $1`, id); err != nil {
 			return err
 		}
+		if _, err := tx.Exec(ctx, `DELETE FROM comb_dedup WHERE queue_id = $1`, id); err != nil {
+			return err
+		}
 		_, err = tx.Exec(ctx, `DELETE FROM comb_queues WHERE id = $1`, id)
 		return err
 	})

@@ -1,0 +1,211 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// sweepSegmentsSQL deletes a prefix of at most $5 segments of partition $1:
+// those every group completed ($3 is the slowest group's committed offset)
+// and older than completed_retention_s ($2), or older than max_age_s ($4).
+// It stops at the first segment that must stay, so low_offset stays the
+// first retained offset, and it takes the partition row's lock only for the
+// one-row update at the end. Two sweepers on one partition are harmless:
+// DELETE … RETURNING reports only the rows each one removed.
+const sweepSegmentsSQL = `
+WITH s AS (
+    SELECT base_offset, count,
+           (($2::bigint > 0 AND base_offset + count <= $3 AND created_at < now() - $2 * interval '1 second')
+            OR ($4::bigint > 0 AND created_at < now() - $4 * interval '1 second')) AS ok
+    FROM comb_segments WHERE partition_id = $1 ORDER BY base_offset LIMIT $5
+), cut AS (
+    SELECT coalesce(min(base_offset) FILTER (WHERE NOT ok), max(base_offset + count)) AS upto FROM s
+), del AS (
+    DELETE FROM comb_segments d USING cut
+    WHERE d.partition_id = $1 AND d.base_offset < cut.upto
+    RETURNING d.bytes, d.count, d.base_offset + d.count AS e
+), agg AS (
+    SELECT count(*) AS segs, coalesce(sum(bytes), 0)::bigint AS bytes,
+           coalesce(sum(count), 0)::bigint AS msgs, max(e) AS e FROM del
+), upd AS (
+    UPDATE comb_partitions p
+    SET low_offset = greatest(p.low_offset, agg.e), retained_bytes = p.retained_bytes - agg.bytes
+    FROM agg WHERE p.id = $1 AND agg.segs > 0
+)
+SELECT segs, msgs, bytes FROM agg`
+
+// sweepStep bounds one statement's work, so no statement holds a lock or
+// a snapshot for long.
+const sweepStep = 1000
+
+// SweepStats counts what one sweep removed.
+type SweepStats struct {
+	Segments int64
+	Messages int64
+	Bytes    int64
+	DedupIDs int64
+	// More is set when a bound stopped the sweep before it was done.
+	More bool
+}
+
+// Sweep makes one bounded pass of retention over every queue: it deletes
+// whole segments that completed_retention_s or max_age_s allow, and forgets
+// producer ids older than the dedup window. Several bridges may sweep at
+// once.
+func (s *Store) Sweep(ctx context.Context) (SweepStats, error) {
+	var st SweepStats
+	rows, err := s.pool.Query(ctx, `SELECT id, name, config FROM comb_queues ORDER BY id`)
+	if err != nil {
+		return st, fmt.Errorf("sweep: %w", classify(err))
+	}
+	var queues []Queue
+	var q Queue
+	var raw []byte
+	if _, err := pgx.ForEachRow(rows, []any{&q.ID, &q.Name, &raw}, func() error {
+		c, err := decodeConfig(raw)
+		q.Config = c
+		queues = append(queues, q)
+		return err
+	}); err != nil {
+		return st, fmt.Errorf("sweep: %w", classify(err))
+	}
+	for _, q := range queues {
+		if err := s.sweepQueue(ctx, q, &st); err != nil {
+			return st, fmt.Errorf("sweep %q: %w", q.Name, classify(err))
+		}
+	}
+	return st, nil
+}
+
+func (s *Store) sweepQueue(ctx context.Context, q Queue, st *SweepStats) error {
+	window := q.Config.DedupWindowS // 0: dedup off, so every remembered id goes
+	tag, err := s.pool.Exec(ctx, `
+		DELETE FROM comb_dedup WHERE ctid = ANY(ARRAY(
+		    SELECT ctid FROM comb_dedup
+		    WHERE queue_id = $1 AND created_at < now() - $2::bigint * interval '1 second'
+		    LIMIT $3))`, q.ID, window, sweepStep*10)
+	if err != nil {
+		return err
+	}
+	st.DedupIDs += tag.RowsAffected()
+	st.More = st.More || tag.RowsAffected() == sweepStep*10
+
+	ret, age := q.Config.CompletedRetentionS, q.Config.MaxAgeS
+	if ret == 0 && age == 0 {
+		return nil
+	}
+	// Candidates: partitions whose oldest segment is old enough and, for
+	// completed retention, that every group has read past. With no group,
+	// nothing counts as completed.
+	rows, err := s.pool.Query(ctx, `
+		SELECT p.id, coalesce((SELECT min(c.committed) FROM comb_cursors c WHERE c.partition_id = p.id), -1)
+		FROM comb_partitions p
+		WHERE p.queue_id = $1 AND EXISTS (
+		    SELECT 1 FROM comb_segments s WHERE s.partition_id = p.id
+		    AND s.base_offset = p.low_offset
+		    AND s.created_at < now() - least(
+		        CASE WHEN $2::bigint > 0 THEN $2 ELSE NULL END,
+		        CASE WHEN $3::bigint > 0 THEN $3 ELSE NULL END) * interval '1 second')`, q.ID, ret, age)
+	if err != nil {
+		return err
+	}
+	type cand struct{ pid, committed int64 }
+	var cands []cand
+	var c cand
+	if _, err := pgx.ForEachRow(rows, []any{&c.pid, &c.committed}, func() error {
+		cands = append(cands, c)
+		return nil
+	}); err != nil {
+		return err
+	}
+	for _, c := range cands {
+		var segs, msgs, bytes int64
+		if err := s.pool.QueryRow(ctx, sweepSegmentsSQL, c.pid, ret, c.committed, age, sweepStep).
+			Scan(&segs, &msgs, &bytes); err != nil {
+			return err
+		}
+		st.Segments += segs
+		st.Messages += msgs
+		st.Bytes += bytes
+		st.More = st.More || segs == sweepStep
+	}
+	return nil
+}
+
+// RunSweeper sweeps every interval until ctx ends, and again at once while
+// a sweep reports more to do. Errors are logged, not fatal: retention
+// resumes when PostgreSQL answers again.
+func (s *Store) RunSweeper(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		st, err := s.Sweep(ctx)
+		switch {
+		case errors.Is(err, context.Canceled) || ctx.Err() != nil:
+			return
+		case err != nil:
+			s.log.Warn("retention sweep failed", "err", err)
+		case st.Segments > 0 || st.DedupIDs > 0:
+			s.log.Debug("retention sweep", "segments", st.Segments, "messages", st.Messages,
+				"bytes", st.Bytes, "dedup_ids", st.DedupIDs)
+		}
+		if err == nil && st.More {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Seek moves a group's cursors on a queue — on every partition, or on one
+// when partition is set — to where `to` says (all: the oldest retained
+// message; new: past the newest; time: the first message at or after it),
+// ending their leases. It creates the group if needed and returns how many
+// cursors moved.
+func (s *Store) Seek(ctx context.Context, queue, group, partition string, to From) (int, error) {
+	q, err := s.queue(ctx, queue, false)
+	if err != nil {
+		return 0, err
+	}
+	if group == "" {
+		group = DefaultGroup
+	}
+	if err := s.ensureGroup(ctx, q, group, to); err != nil {
+		return 0, err
+	}
+	start, args := startExpr(to, 4)
+	tag, err := s.pool.Exec(ctx, `
+		UPDATE comb_cursors c SET committed = `+start+`,
+		       lease_id = NULL, lease_until = NULL, lease_from = NULL, lease_upto = NULL,
+		       attempts = 0, delivered_upto = -1
+		FROM comb_partitions p
+		WHERE p.id = c.partition_id AND c.queue_id = $1 AND c.group_name = $2
+		  AND ($3 = '' OR p.name = $3)`, append([]any{q.ID, group, partition}, args...)...)
+	if err != nil {
+		return 0, fmt.Errorf("seek: %w", classify(err))
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// startExpr is the SQL for where a cursor on partition p starts, given
+// from; its argument, if any, is $argN.
+func startExpr(from From, argN int) (string, []any) {
+	switch from.Kind {
+	case "new", "end":
+		return `p.next_offset`, nil
+	case "time":
+		// The first segment written at or after the time; segments of one
+		// partition are written in offset order.
+		return fmt.Sprintf(`greatest(p.low_offset, coalesce((SELECT min(s.base_offset) FROM comb_segments s
+			WHERE s.partition_id = p.id AND s.created_at >= $%d), p.next_offset))`, argN), []any{from.Time}
+	default:
+		return `p.low_offset`, nil
+	}
+}
