@@ -116,7 +116,7 @@ func (s *Store) Pop(ctx context.Context, req PopRequest) ([]Message, error) {
 	if q.Config.DelayMS > 0 {
 		sql, args = popDelayedSQL, append(args, q.Config.DelayMS)
 	}
-	rows, err := s.pool.Query(ctx, sql, args...)
+	rows, err := s.popPool.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, fmt.Errorf("pop: %w", classify(err))
 	}

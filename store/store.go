@@ -28,6 +28,11 @@ var migrationFS embed.FS
 type Options struct {
 	// MaxConns caps the connection pool; 0 means 16.
 	MaxConns int32
+	// DurablePops makes a pop's lease commit wait for the WAL flush like a
+	// push does. Off by default: a lease lost in a PostgreSQL crash only
+	// means its messages are delivered again, which an expired lease does
+	// anyway, so pops commit asynchronously and do not queue behind fsyncs.
+	DurablePops bool
 	// QueueCacheTTL is how long a queue's settings are cached before they are
 	// read again; 0 means 2 s. A configure on another bridge takes effect
 	// here within this time.
@@ -38,8 +43,10 @@ type Options struct {
 // Store is Comb's PostgreSQL log engine. It is safe for concurrent use.
 type Store struct {
 	pool *pgxpool.Pool
-	log  *slog.Logger
-	ttl  time.Duration
+	// popPool serves pops; see Options.DurablePops.
+	popPool *pgxpool.Pool
+	log     *slog.Logger
+	ttl     time.Duration
 
 	mu     sync.Mutex
 	queues map[string]cachedQueue // by name
@@ -83,6 +90,15 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: connect: %w", err)
 	}
+	popCfg := cfg.Copy()
+	if !opts.DurablePops {
+		popCfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
+	}
+	popPool, err := pgxpool.NewWithConfig(ctx, popCfg)
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("store: connect: %w", err)
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -92,12 +108,13 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		ttl = 2 * time.Second
 	}
 	return &Store{
-		pool:   pool,
-		log:    log,
-		ttl:    ttl,
-		queues: map[string]cachedQueue{},
-		parts:  map[partKey]int64{},
-		groups: map[groupKey]struct{}{},
+		pool:    pool,
+		popPool: popPool,
+		log:     log,
+		ttl:     ttl,
+		queues:  map[string]cachedQueue{},
+		parts:   map[partKey]int64{},
+		groups:  map[groupKey]struct{}{},
 	}, nil
 }
 
@@ -106,7 +123,10 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
 // Close closes the connection pool.
-func (s *Store) Close() { s.pool.Close() }
+func (s *Store) Close() {
+	s.pool.Close()
+	s.popPool.Close()
+}
 
 // Ping checks that PostgreSQL answers.
 func (s *Store) Ping(ctx context.Context) error {
