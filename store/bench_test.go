@@ -1,0 +1,105 @@
+package store_test
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/combmq/comb/store"
+)
+
+// The store benchmarks measure the log engine alone, without NATS or JSON,
+// in the reference shape: 200 partitions, 256-byte payloads, pushes of 100
+// messages, leased pops and cumulative acks. Compare their msgs/s with
+// shared/tools/pg-ceiling.sh on the same machine:
+//
+//	go test ./store -run '^$' -bench . -benchtime 10s
+//
+// pgtest runs benchmarks on a durable cluster (fsync on); see its docs.
+
+const benchPartitions = 200
+
+func benchPushRequest(n int, payload []byte, seq *atomic.Int64) *store.PushRequest {
+	r := &store.PushRequest{Queue: "bench", Messages: make([]store.PushMessage, n)}
+	base := seq.Add(int64(n))
+	for i := range r.Messages {
+		r.Messages[i] = store.PushMessage{
+			Partition: "p" + strconv.Itoa(int((base+int64(i))/int64(n))%benchPartitions),
+			Data:      payload,
+		}
+	}
+	return r
+}
+
+// BenchmarkPush pushes 100-message requests from concurrent goroutines, one
+// request per store.Push call (no coalescing: that is the bridge's job).
+func BenchmarkPush(b *testing.B) {
+	st := newStore(b)
+	payload := make([]byte, 256)
+	var seq atomic.Int64
+	b.SetParallelism(4)
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			r := benchPushRequest(100, payload, &seq)
+			if err := st.Push(context.Background(), []*store.PushRequest{r}); err != nil || r.Err != nil {
+				b.Error(err, r.Err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(seq.Load())/time.Since(start).Seconds(), "msgs/s")
+}
+
+// BenchmarkPopAck drains a pre-filled queue with concurrent consumers that
+// pop up to 4 partitions x 500 messages and ack each lease cumulatively;
+// b.N counts messages.
+func BenchmarkPopAck(b *testing.B) {
+	st := newStore(b)
+	ctx := context.Background()
+	payload := make([]byte, 256)
+	var seq atomic.Int64
+	for seq.Load() < int64(b.N) {
+		r := benchPushRequest(100, payload, &seq)
+		if err := st.Push(ctx, []*store.PushRequest{r}); err != nil || r.Err != nil {
+			b.Fatal(err, r.Err)
+		}
+	}
+	total := seq.Load()
+	var done atomic.Int64
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range 6 {
+		wg.Go(func() {
+			for done.Load() < total {
+				ms, err := st.Pop(ctx, store.PopRequest{Queue: "bench", Max: 2000, Partitions: 4})
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				last := map[string]store.Message{}
+				for _, m := range ms {
+					last[m.Lease] = m
+				}
+				r := &store.AckRequest{Queue: "bench"}
+				for _, m := range last {
+					r.Acks = append(r.Acks, store.Ack{Partition: m.Partition, Offset: m.Offset, Lease: m.Lease})
+				}
+				if len(r.Acks) > 0 {
+					if err := st.Ack(ctx, []*store.AckRequest{r}); err != nil || r.Err != nil {
+						b.Error(err, r.Err)
+						return
+					}
+				}
+				done.Add(int64(len(ms)))
+			}
+		})
+	}
+	wg.Wait()
+	b.ReportMetric(float64(total)/time.Since(start).Seconds(), "msgs/s")
+}
