@@ -204,6 +204,9 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 			Settings: pgcluster.DurableSettings(),
 			Logger:   log,
 		})
+		if errors.Is(err, pgcluster.ErrPortInUse) {
+			return fmt.Errorf("private postgresql: port %d is taken; choose another with -pg-port (COMB_PG_PORT): %w", cfg.PGPort, err)
+		}
 		if err != nil {
 			return fmt.Errorf("private postgresql: %w", err)
 		}

@@ -433,14 +433,16 @@ func (c *Cluster) launchPicking(ctx context.Context, pick bool) error {
 			c.port = p
 		}
 		err := c.launch(ctx)
-		if err == nil || !pick || attempt == 3 || !errors.Is(err, errPortInUse) {
+		if err == nil || !pick || attempt == 3 || !errors.Is(err, ErrPortInUse) {
 			return err
 		}
 		c.log.Info("port taken meanwhile, trying another", "port", c.port)
 	}
 }
 
-var errPortInUse = errors.New("port in use")
+// ErrPortInUse means the server could not bind its port: another process
+// holds it. Start returns it wrapped when a fixed Options.Port is taken.
+var ErrPortInUse = errors.New("port in use")
 
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -541,7 +543,7 @@ func (c *Cluster) waitReady(ctx context.Context, s *server) error {
 			tail := c.logSince(s.logFrom)
 			err := fmt.Errorf("pgcluster: postgres exited during startup (%v); its log says:\n%s", s.err, tail)
 			if bytes.Contains(tail, []byte("could not bind")) || bytes.Contains(tail, []byte("already in use")) {
-				err = fmt.Errorf("%w: %w", errPortInUse, err)
+				err = fmt.Errorf("%w: %w", ErrPortInUse, err)
 			}
 			return err
 		case <-ctx.Done():

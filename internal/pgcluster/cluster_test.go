@@ -189,7 +189,7 @@ func TestFixedPortInUse(t *testing.T) {
 	a := start(t, filepath.Join(t.TempDir(), "a"), nil)
 	_, err := Start(t.Context(), Options{Dir: filepath.Join(t.TempDir(), "b"), Port: a.Port(),
 		Settings: TestSettings(), Logger: testLogger(t)})
-	require.Error(t, err)
+	require.ErrorIs(t, err, ErrPortInUse)
 	require.Contains(t, err.Error(), "could not bind")
 }
 
