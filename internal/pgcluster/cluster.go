@@ -68,12 +68,15 @@ func DurableSettings() map[string]string {
 }
 
 // TestSettings returns settings for throwaway test clusters: fast and not
-// crash safe. Never use them for data anyone keeps.
+// crash safe (sessions that set synchronous_commit on, as the store does,
+// still survive an immediate restart). Never use them for data anyone
+// keeps. Connections are plentiful because parallel tests each open pools.
 func TestSettings() map[string]string {
 	return map[string]string{
 		"fsync":              "off",
 		"synchronous_commit": "off",
 		"full_page_writes":   "off",
+		"max_connections":    "300",
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
@@ -113,6 +114,15 @@ func TestLifecycle(t *testing.T) {
 	_, err = os.Stat(filepath.Join(dir, "postmaster.pid"))
 	require.ErrorIs(t, err, os.ErrNotExist, "fast shutdown removes the lock file")
 
+	// A fixed port that another process holds is a clear error.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	_, err = Start(t.Context(), Options{Dir: dir, Port: l.Addr().(*net.TCPAddr).Port,
+		Settings: TestSettings(), Logger: testLogger(t)})
+	require.NoError(t, l.Close())
+	require.ErrorIs(t, err, ErrPortInUse)
+	require.Contains(t, err.Error(), "could not bind")
+
 	// A second Start reuses the directory and its data.
 	c2 := start(t, dir, nil)
 	require.False(t, c2.Created())
@@ -182,15 +192,6 @@ func TestServerDiesWithOwner(t *testing.T) {
 	_ = cmd.Wait()
 	require.Eventually(t, func() bool { return !alive(pid) && len(serverProcesses(dir)) == 0 },
 		15*time.Second, 20*time.Millisecond, "postgres outlived its owner")
-}
-
-func TestFixedPortInUse(t *testing.T) {
-	t.Parallel()
-	a := start(t, filepath.Join(t.TempDir(), "a"), nil)
-	_, err := Start(t.Context(), Options{Dir: filepath.Join(t.TempDir(), "b"), Port: a.Port(),
-		Settings: TestSettings(), Logger: testLogger(t)})
-	require.ErrorIs(t, err, ErrPortInUse)
-	require.Contains(t, err.Error(), "could not bind")
 }
 
 func TestFindBinDir(t *testing.T) {
