@@ -1,22 +1,172 @@
 // Package bridge owns Comb's NATS side: the micro service "comb", one
 // endpoint per verb, request decoding and validation, and the coalescers
 // that turn many concurrent requests into few PostgreSQL transactions.
+//
+// Micro handlers run one at a time per endpoint subscription, so a handler
+// only decodes and validates its request, then hands it to a bounded set of
+// workers and returns; a worker replies once the store call has returned
+// (for pushes: once the transaction has committed). When a bound is
+// reached the request is refused at once with a 429 instead of queueing
+// without limit.
 package bridge
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/nats-io/nuid"
 
+	"github.com/combmq/comb/internal/wire"
 	"github.com/combmq/comb/store"
 )
 
-// Config tunes a Bridge. The zero value is usable.
+// ServiceName and ServiceVersion identify the micro service.
+const (
+	ServiceName    = "comb"
+	ServiceVersion = "0.1.0"
+)
+
+// Config tunes a Bridge. The zero value is usable: every zero field takes
+// the default named in its comment.
 type Config struct {
-	// Prefix is the first subject token; "" means "comb".
+	// Prefix is the first subject token(s); "" means "comb".
 	Prefix string
+	// QueueGroup is the NATS queue group of every endpoint, so that several
+	// bridges share the requests; "" means "comb".
+	QueueGroup string
+
+	// PushWorkers run push and put transactions; 0 means 4.
+	PushWorkers int
+	// PushQueue is how many push and put requests may wait for a worker;
+	// 0 means 4096.
+	PushQueue int
+	// BatchMessages and BatchBytes cap how much one push transaction
+	// coalesces; 0 means 10000 messages and 8 MiB. A worker stops taking
+	// requests once either is reached.
+	BatchMessages int
+	BatchBytes    int
+	// PendingBytes caps the request bytes of pushes and puts taken but not
+	// yet answered; 0 means 64 MiB.
+	PendingBytes int
+
+	// AckWorkers run ack transactions; 0 means 2. AckQueue is how many ack
+	// requests may wait; 0 means 4096. BatchAcks caps the acks one
+	// transaction coalesces; 0 means 10000.
+	AckWorkers int
+	AckQueue   int
+	BatchAcks  int
+
+	// PopWorkers bounds concurrent store pops; 0 means 8.
+	PopWorkers int
+	// MaxPops bounds the pops the bridge holds at once: waiting for a
+	// worker, running, or long-polling; 0 means 10000.
+	MaxPops int
+	// RetryInterval is how often a long-polling pop tries again without a
+	// wake-up, a safety net for a missed wake and for expired leases; 0
+	// means 1 s.
+	RetryInterval time.Duration
+
+	// AdminWorkers run renew, configure, info, list, delete and dlq; 0
+	// means 4. AdminQueue is how many may wait; 0 means 1024.
+	AdminWorkers int
+	AdminQueue   int
+
+	// MaxMessageBytes and MaxRequestBytes are the bridge's hard caps on a
+	// message and a request body; 0 means 8 MiB each. A queue's own
+	// max_message_bytes applies within them.
+	MaxMessageBytes int
+	MaxRequestBytes int
+
+	// SubPendingMsgs and SubPendingBytes bound the requests the NATS client
+	// buffers per endpoint before a handler takes them; 0 means 65536 and
+	// 64 MiB.
+	SubPendingMsgs  int
+	SubPendingBytes int
+
+	// RequestTimeout bounds each store call; 0 means 30 s.
+	RequestTimeout time.Duration
+	// StopTimeout bounds how long Stop waits for requests in flight before
+	// it cancels them; 0 means 10 s.
+	StopTimeout time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	defDur := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	if c.Prefix == "" {
+		c.Prefix = "comb"
+	}
+	if c.QueueGroup == "" {
+		c.QueueGroup = "comb"
+	}
+	def(&c.PushWorkers, 4)
+	def(&c.PushQueue, 4096)
+	def(&c.BatchMessages, 10000)
+	def(&c.BatchBytes, 8<<20)
+	def(&c.PendingBytes, 64<<20)
+	def(&c.AckWorkers, 2)
+	def(&c.AckQueue, 4096)
+	def(&c.BatchAcks, 10000)
+	def(&c.PopWorkers, 8)
+	def(&c.MaxPops, 10000)
+	defDur(&c.RetryInterval, time.Second)
+	def(&c.AdminWorkers, 4)
+	def(&c.AdminQueue, 1024)
+	def(&c.MaxMessageBytes, 8<<20)
+	def(&c.MaxRequestBytes, 8<<20)
+	def(&c.SubPendingMsgs, 65536)
+	def(&c.SubPendingBytes, 64<<20)
+	defDur(&c.RequestTimeout, 30*time.Second)
+	defDur(&c.StopTimeout, 10*time.Second)
+	return c
+}
+
+func (c Config) validate() error {
+	if err := wire.ValidateQueue(c.Prefix); err != nil {
+		return fmt.Errorf("prefix %q: must be dot-separated tokens of A-Z a-z 0-9 _ -", c.Prefix)
+	}
+	if err := wire.ValidateQueue(c.QueueGroup); err != nil {
+		return fmt.Errorf("queue group %q: must be dot-separated tokens of A-Z a-z 0-9 _ -", c.QueueGroup)
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{
+		{"push workers", c.PushWorkers}, {"push queue", c.PushQueue}, {"batch messages", c.BatchMessages},
+		{"batch bytes", c.BatchBytes}, {"pending bytes", c.PendingBytes}, {"ack workers", c.AckWorkers},
+		{"ack queue", c.AckQueue}, {"batch acks", c.BatchAcks}, {"pop workers", c.PopWorkers},
+		{"max pops", c.MaxPops}, {"admin workers", c.AdminWorkers}, {"admin queue", c.AdminQueue},
+		{"max message bytes", c.MaxMessageBytes}, {"max request bytes", c.MaxRequestBytes},
+		{"sub pending msgs", c.SubPendingMsgs}, {"sub pending bytes", c.SubPendingBytes},
+	} {
+		if f.v < 0 {
+			return fmt.Errorf("%s: %d is negative", f.name, f.v)
+		}
+	}
+	if c.PendingBytes < c.MaxRequestBytes {
+		return fmt.Errorf("pending bytes %d: must be at least max request bytes %d", c.PendingBytes, c.MaxRequestBytes)
+	}
+	if c.RetryInterval < 0 || c.RequestTimeout < 0 || c.StopTimeout < 0 {
+		return errors.New("durations must not be negative")
+	}
+	return nil
 }
 
 // Bridge serves the Comb protocol on a NATS connection.
@@ -25,21 +175,470 @@ type Bridge struct {
 	st  *store.Store
 	cfg Config
 	log *slog.Logger
+	lim wire.Limits
+
+	wakePrefix string // "_COMB.<prefix>.wake."
+
+	mu      sync.Mutex
+	started bool
+	svc     micro.Service
+	wakeSub *nats.Subscription
+
+	ctx    context.Context // store calls; cancelled by Stop after its timeout
+	cancel context.CancelFunc
+	quit   chan struct{} // closed when workers must exit
+	wg     sync.WaitGroup
+	track  tracker
+
+	stats map[string]*endpointStats
+
+	pushCh    chan *pushJob
+	pushBytes atomic.Int64
+	ackCh     chan *ackJob
+	adminCh   chan func()
+	pops      *popper
+	stopOnce  sync.Once
+	stopDone  chan struct{}
+}
+
+// endpointStats are the bridge's own figures of one endpoint, reported in
+// the "data" of `nats micro stats`. The micro framework counts errors only
+// when a handler answers before it returns; these count the answers the
+// workers send later.
+type endpointStats struct {
+	asyncErrors atomic.Int64
+	overloaded  atomic.Int64
+	inFlight    atomic.Int64
+}
+
+// statsData is one endpoint's "data" in the micro stats.
+type statsData struct {
+	InFlight    int64 `json:"in_flight"`
+	AsyncErrors int64 `json:"async_errors"`
+	Overloaded  int64 `json:"overloaded"`
+	Waiting     *int  `json:"waiting,omitempty"`
 }
 
 // New returns a bridge serving st on nc. Start it with Start.
 func New(nc *nats.Conn, st *store.Store, cfg Config, log *slog.Logger) (*Bridge, error) {
+	if nc == nil || st == nil {
+		return nil, errors.New("bridge: nil connection or store")
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Bridge{nc: nc, st: st, cfg: cfg, log: log}, nil
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("bridge: config: %w", err)
+	}
+	b := &Bridge{
+		nc:         nc,
+		st:         st,
+		cfg:        cfg,
+		log:        log,
+		lim:        wire.Limits{MaxMessageBytes: cfg.MaxMessageBytes, MaxRequestBytes: cfg.MaxRequestBytes},
+		wakePrefix: "_COMB." + cfg.Prefix + ".wake.",
+		quit:       make(chan struct{}),
+		stopDone:   make(chan struct{}),
+		stats:      map[string]*endpointStats{},
+		pushCh:     make(chan *pushJob, cfg.PushQueue),
+		ackCh:      make(chan *ackJob, cfg.AckQueue),
+		adminCh:    make(chan func(), cfg.AdminQueue),
+	}
+	b.track.idle = make(chan struct{})
+	b.pops = newPopper(b)
+	for _, v := range wire.Verbs {
+		b.stats[v] = &endpointStats{}
+	}
+	return b, nil
 }
 
-// Start registers the micro service and its endpoints.
+// Start registers the micro service and its endpoints, and starts the
+// workers. ctx bounds only the start: the bridge runs until Stop.
 func (b *Bridge) Start(ctx context.Context) error {
-	return errors.New("bridge: not implemented yet")
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.started {
+		return errors.New("bridge: already started")
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("bridge: start: %w", err)
+	}
+	b.ctx, b.cancel = context.WithCancel(context.WithoutCancel(ctx))
+
+	wakeSub, err := b.nc.Subscribe(b.wakePrefix+">", func(m *nats.Msg) {
+		b.pops.wake(strings.TrimPrefix(m.Subject, b.wakePrefix))
+	})
+	if err != nil {
+		b.cancel()
+		return fmt.Errorf("bridge: subscribe to wake-ups: %w", err)
+	}
+	b.wakeSub = wakeSub
+
+	for range b.cfg.PushWorkers {
+		b.wg.Add(1)
+		go b.pushWorker()
+	}
+	for range b.cfg.AckWorkers {
+		b.wg.Add(1)
+		go b.ackWorker()
+	}
+	for range b.cfg.PopWorkers {
+		b.wg.Add(1)
+		go b.pops.worker()
+	}
+	for range b.cfg.AdminWorkers {
+		b.wg.Add(1)
+		go b.adminWorker()
+	}
+
+	svc, err := micro.AddService(b.nc, micro.Config{
+		Name:         ServiceName,
+		Version:      ServiceVersion,
+		Description:  "Comb: a partitioned message queue persisted in PostgreSQL",
+		Metadata:     map[string]string{"prefix": b.cfg.Prefix},
+		QueueGroup:   b.cfg.QueueGroup,
+		StatsHandler: b.statsHandler,
+		ErrorHandler: func(_ micro.Service, err *micro.NATSError) {
+			b.log.Error("nats service error", "subject", err.Subject, "err", err.Description)
+		},
+	})
+	if err != nil {
+		b.abortStart()
+		return fmt.Errorf("bridge: add service: %w", err)
+	}
+	b.svc = svc
+	handlers := map[string]micro.HandlerFunc{
+		wire.VerbPush: b.handlePush, wire.VerbPut: b.handlePut, wire.VerbPop: b.handlePop,
+		wire.VerbAck: b.handleAck, wire.VerbRenew: b.handleRenew, wire.VerbConfigure: b.handleConfigure,
+		wire.VerbInfo: b.handleInfo, wire.VerbList: b.handleList, wire.VerbDelete: b.handleDelete,
+		wire.VerbDLQ: b.handleDLQ,
+	}
+	for _, verb := range wire.Verbs {
+		subject := b.cfg.Prefix + "." + verb + ".>"
+		if verb == wire.VerbList {
+			subject = b.cfg.Prefix + "." + verb
+		}
+		err := svc.AddEndpoint(verb, handlers[verb],
+			micro.WithEndpointSubject(subject),
+			micro.WithEndpointMetadata(map[string]string{"description": descriptions[verb]}),
+			micro.WithEndpointPendingLimits(b.cfg.SubPendingMsgs, b.cfg.SubPendingBytes))
+		if err != nil {
+			_ = svc.Stop()
+			b.abortStart()
+			return fmt.Errorf("bridge: add endpoint %s: %w", verb, err)
+		}
+	}
+	// Return only once the server has the subscriptions, so a request sent
+	// right after Start finds a responder.
+	flushTimeout := 10 * time.Second
+	if d, ok := ctx.Deadline(); ok {
+		flushTimeout = time.Until(d)
+	}
+	if err := b.nc.FlushTimeout(flushTimeout); err != nil {
+		_ = svc.Stop()
+		b.abortStart()
+		return fmt.Errorf("bridge: flush subscriptions: %w", err)
+	}
+	b.started = true
+	b.log.Info("bridge started", "prefix", b.cfg.Prefix, "queue_group", b.cfg.QueueGroup, "service_id", svc.Info().ID)
+	return nil
+}
+
+// abortStart undoes a Start that failed half way.
+func (b *Bridge) abortStart() {
+	_ = b.wakeSub.Unsubscribe()
+	b.cancel()
+	close(b.quit)
+	b.wg.Wait()
+}
+
+var descriptions = map[string]string{
+	wire.VerbPush:      "append a batch of messages",
+	wire.VerbPut:       "append one message: the body is the message",
+	wire.VerbPop:       "lease the next messages for a consumer group",
+	wire.VerbAck:       "settle leased messages",
+	wire.VerbRenew:     "extend leases",
+	wire.VerbConfigure: "create a queue or change some of its settings",
+	wire.VerbInfo:      "settings and live figures of one queue",
+	wire.VerbList:      "every queue, one line of figures each",
+	wire.VerbDelete:    "delete a queue and all its data",
+	wire.VerbDLQ:       "list, replay or purge dead letters",
+}
+
+func (b *Bridge) statsHandler(e *micro.Endpoint) any {
+	s := b.stats[e.Name]
+	if s == nil {
+		return nil
+	}
+	d := statsData{InFlight: s.inFlight.Load(), AsyncErrors: s.asyncErrors.Load(), Overloaded: s.overloaded.Load()}
+	if e.Name == wire.VerbPop {
+		n := b.pops.waiting()
+		d.Waiting = &n
+	}
+	return d
 }
 
 // Stop drains: it stops taking requests, answers those in flight, then
-// returns. It is safe to call twice.
-func (b *Bridge) Stop() {}
+// returns. Long-polling pops try once more and answer at once. Requests
+// still unanswered after StopTimeout have their store calls cancelled. It
+// is safe to call twice, and from several goroutines.
+func (b *Bridge) Stop() {
+	b.stopOnce.Do(func() {
+		defer close(b.stopDone)
+		b.stop()
+	})
+	<-b.stopDone
+}
+
+func (b *Bridge) stop() {
+	b.mu.Lock()
+	started := b.started
+	b.mu.Unlock()
+	if !started {
+		return
+	}
+	// No new requests: the endpoints' subscriptions drain.
+	if err := b.svc.Stop(); err != nil {
+		b.log.Warn("stop micro service", "err", err)
+	}
+	// Requests NATS already delivered to this connection still reach the
+	// handlers. After a flush the server has processed the unsubscriptions,
+	// so every such request is queued locally; a barrier runs after each
+	// subscription has handed its queue to the handlers.
+	deadline := time.Now().Add(b.cfg.StopTimeout)
+	if !b.nc.IsClosed() {
+		if err := b.nc.FlushTimeout(time.Until(deadline)); err != nil {
+			b.log.Warn("stop: flush", "err", err)
+		}
+		done := make(chan struct{})
+		if err := b.nc.Barrier(func() { close(done) }); err == nil {
+			select {
+			case <-done:
+			case <-time.After(time.Until(deadline)):
+				b.log.Warn("stop: handlers still busy at the deadline")
+			}
+		}
+	}
+	idle := b.track.close()
+	b.pops.stop()
+	select {
+	case <-idle:
+	case <-time.After(time.Until(deadline)):
+		b.log.Warn("stop: requests still in flight at the deadline; cancelling them", "in_flight", b.track.count())
+		b.cancel()
+		select {
+		case <-idle:
+		case <-time.After(2 * time.Second):
+			b.log.Error("stop: requests never answered", "in_flight", b.track.count())
+		}
+	}
+	b.cancel()
+	close(b.quit)
+	b.wg.Wait()
+	b.pops.stopTimers()
+	if err := b.wakeSub.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+		b.log.Warn("stop: unsubscribe wake-ups", "err", err)
+	}
+	b.log.Info("bridge stopped")
+}
+
+// tracker counts requests taken and not yet answered, so Stop can wait for
+// them, and refuses new ones once Stop has begun waiting.
+type tracker struct {
+	mu      sync.Mutex
+	n       int
+	closing bool
+	idle    chan struct{}
+}
+
+func (t *tracker) add() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closing {
+		return false
+	}
+	t.n++
+	return true
+}
+
+func (t *tracker) done() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.n--
+	if t.n == 0 && t.closing {
+		close(t.idle)
+	}
+}
+
+func (t *tracker) close() <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.closing {
+		t.closing = true
+		if t.n == 0 {
+			close(t.idle)
+		}
+	}
+	return t.idle
+}
+
+func (t *tracker) count() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.n
+}
+
+// call is one request taken by a handler and answered by a worker. The
+// worker must not touch the micro.Request: the framework reads it after
+// the handler returns, so the worker publishes to the reply subject itself.
+type call struct {
+	verb    string
+	subject string
+	reply   string
+	stats   *endpointStats
+}
+
+// admit registers a request that a worker will answer. It answers and
+// returns false when the bridge is stopping.
+func (b *Bridge) admit(req micro.Request, verb string) (*call, bool) {
+	if !b.track.add() {
+		b.fail(req, wire.Errorf(wire.CodeUnavailable, "bridge stopping, retry"))
+		return nil, false
+	}
+	s := b.stats[verb]
+	s.inFlight.Add(1)
+	return &call{verb: verb, subject: req.Subject(), reply: req.Reply(), stats: s}, true
+}
+
+// finish marks c answered.
+func (b *Bridge) finish(c *call) {
+	c.stats.inFlight.Add(-1)
+	b.track.done()
+}
+
+// overloaded answers a request that found its bound reached.
+func (b *Bridge) overloaded(req micro.Request, c *call) {
+	c.stats.overloaded.Add(1)
+	b.finish(c)
+	b.fail(req, wire.Errorf(wire.CodeTooMany, "overloaded, retry later"))
+}
+
+// respond sends a worker's reply.
+func (b *Bridge) respond(c *call, data []byte) {
+	if c.reply == "" {
+		return // a publish without a reply subject wants no answer
+	}
+	if err := b.nc.Publish(c.reply, data); err != nil {
+		b.log.Warn("reply failed", "subject", c.subject, "bytes", len(data), "err", err)
+	}
+}
+
+// respondError sends a worker's error reply with the micro framework's
+// error headers, as req.Error would.
+func (b *Bridge) respondError(c *call, err error) {
+	c.stats.asyncErrors.Add(1)
+	code, msg := b.errorOf(c.subject, err)
+	if c.reply == "" {
+		return
+	}
+	m := &nats.Msg{
+		Subject: c.reply,
+		Header: nats.Header{
+			micro.ErrorHeader:     []string{headerSafe(msg)},
+			micro.ErrorCodeHeader: []string{strconv.Itoa(code)},
+		},
+		Data: wire.ErrorBody(code, msg),
+	}
+	if err := b.nc.PublishMsg(m); err != nil {
+		b.log.Warn("error reply failed", "subject", c.subject, "err", err)
+	}
+}
+
+// fail answers a request from its handler with an error.
+func (b *Bridge) fail(req micro.Request, err error) {
+	code, msg := b.errorOf(req.Subject(), err)
+	if req.Reply() == "" {
+		return
+	}
+	if rerr := req.Error(strconv.Itoa(code), headerSafe(msg), wire.ErrorBody(code, msg)); rerr != nil {
+		b.log.Warn("error reply failed", "subject", req.Subject(), "err", rerr)
+	}
+}
+
+// errorOf maps an error to its wire code and message. Anything that is not
+// a protocol error or a store sentinel is a bug: it is logged with a
+// request id, which the message carries so that a client's report finds
+// the log line.
+func (b *Bridge) errorOf(subject string, err error) (int, string) {
+	if we, ok := wire.AsError(err); ok {
+		return we.Code, we.Message
+	}
+	for _, m := range []struct {
+		sentinel error
+		code     int
+	}{
+		{store.ErrInvalid, wire.CodeBadRequest},
+		{store.ErrNotFound, wire.CodeNotFound},
+		{store.ErrConflict, wire.CodeConflict},
+		{store.ErrTooLarge, wire.CodeTooLarge},
+		{store.ErrLimit, wire.CodeTooMany},
+		{store.ErrUnavailable, wire.CodeUnavailable},
+	} {
+		if errors.Is(err, m.sentinel) {
+			return m.code, err.Error()
+		}
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return wire.CodeUnavailable, "timed out waiting for PostgreSQL, retry later"
+	case errors.Is(err, context.Canceled) && b.ctx != nil && b.ctx.Err() != nil:
+		return wire.CodeUnavailable, "bridge stopping, retry"
+	}
+	id := nuid.Next()
+	b.log.Error("internal error", "request_id", id, "subject", subject, "err", err)
+	return wire.CodeInternal, "internal error, request id " + id
+}
+
+// headerSafe keeps a message fit for a header value: one line.
+func headerSafe(s string) string {
+	if !strings.ContainsAny(s, "\r\n") {
+		return s
+	}
+	return strings.NewReplacer("\r", " ", "\n", " ").Replace(s)
+}
+
+// queueOf parses the request subject for verb and returns the queue.
+func (b *Bridge) queueOf(req micro.Request) (string, error) {
+	_, queue, err := wire.ParseSubject(b.cfg.Prefix, req.Subject())
+	return queue, err
+}
+
+// storeCtx returns the context of one store call.
+func (b *Bridge) storeCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(b.ctx, b.cfg.RequestTimeout)
+}
+
+// wakeQueues publishes one wake-up per queue, which every bridge (this one
+// included) turns into a new try of that queue's waiting pops.
+func (b *Bridge) wakeQueues(queues []string) {
+	for _, q := range queues {
+		if err := b.nc.Publish(b.wakePrefix+q, nil); err != nil {
+			b.log.Warn("publish wake-up", "queue", q, "err", err)
+		}
+	}
+}
+
+// addOnce appends s to list unless it is there; lists here hold the few
+// queues of one batch.
+func addOnce(list []string, s string) []string {
+	for _, x := range list {
+		if x == s {
+			return list
+		}
+	}
+	return append(list, s)
+}
+
+// Waiting returns how many pops are long-polling on this bridge.
+func (b *Bridge) Waiting() int { return b.pops.waiting() }

@@ -436,16 +436,17 @@ func DecodeRenew(body []byte) ([]string, int64, error) {
 // up", which dead_letter=false says better; a dedup window longer than a
 // week makes the id index large; retention and age up to ten years; a delay
 // up to a week; counts and bytes up to 2^53-1, the largest integer every
-// JSON client (JavaScript included) reads exactly; a message up to 64 MiB,
-// NATS's own hard ceiling on a payload (the bridge's Limits and the NATS
-// server's max_payload may cap it lower).
+// JSON client (JavaScript included) reads exactly; a message up to 8 MiB,
+// the store's cap and NATS's recommended ceiling on a payload (a message
+// travels base64-encoded inside a pop reply, so the NATS server's
+// max_payload should exceed 4/3 of the largest message).
 const (
 	MaxAttempts        = 1000
 	MaxDedupWindowS    = 7 * 86400
 	MaxRetentionS      = 10 * 365 * 86400
 	MaxDelayMS         = 7 * 86400 * 1000
 	MaxCount           = 1<<53 - 1
-	MaxMessageBytesCap = 64 << 20
+	MaxMessageBytesCap = 8 << 20
 )
 
 // DecodeConfigure decodes and checks a configure body into a patch: only

@@ -219,7 +219,7 @@ func TestDecodeConfigure(t *testing.T) {
 
 	p, err = DecodeConfigure([]byte(`{"lease_ms":1000,"max_attempts":5,"dead_letter":false,"dedup_window_s":60,
 		"completed_retention_s":3600,"max_age_s":86400,"delay_ms":10,"max_messages":0,"max_bytes":1000000,
-		"max_message_bytes":67108864}`))
+		"max_message_bytes":8388608}`))
 	require.NoError(t, err)
 	require.EqualValues(t, 1000, *p.LeaseMS)
 	require.EqualValues(t, 5, *p.MaxAttempts)
@@ -230,7 +230,7 @@ func TestDecodeConfigure(t *testing.T) {
 	require.EqualValues(t, 10, *p.DelayMS)
 	require.EqualValues(t, 0, *p.MaxMessages)
 	require.EqualValues(t, 1000000, *p.MaxBytes)
-	require.EqualValues(t, 64<<20, *p.MaxMessageBytes)
+	require.EqualValues(t, 8<<20, *p.MaxMessageBytes)
 
 	p, err = DecodeConfigure([]byte(`{"max_attempts":2,"lease_ms":null}`))
 	require.NoError(t, err)
@@ -247,8 +247,8 @@ func TestDecodeConfigure(t *testing.T) {
 		`{"delay_ms":604800001}`:         "delay_ms: 604800001",
 		`{"max_messages":-1}`:            "max_messages: -1",
 		`{"max_bytes":9007199254740992}`: "max_bytes: 9007199254740992",
-		`{"max_message_bytes":0}`:        "max_message_bytes: 0 is out of range 1..67108864",
-		`{"max_message_bytes":67108865}`: "max_message_bytes: 67108865",
+		`{"max_message_bytes":0}`:        "max_message_bytes: 0 is out of range 1..8388608",
+		`{"max_message_bytes":8388609}`:  "max_message_bytes: 8388609",
 		`{"lease":100}`:                  `unknown field "lease"`,
 		`{"dead_letter":1}`:              "dead_letter: expected true or false, got number",
 		`{"lease_ms":"100"}`:             "lease_ms: expected an integer, got string",

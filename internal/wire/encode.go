@@ -249,43 +249,67 @@ func RenewReply(results []store.RenewResult) []byte {
 }
 
 // DLQReply returns a dead-letter listing,
-// {"dead_letters":[…],"next":"<cursor or empty>"}.
-func DLQReply(dls []store.DeadLetter, next string) []byte {
+// {"dead_letters":[…],"next":"<cursor or empty>"}, holding as many of dls
+// as fit in limit bytes (no limit when limit <= 0), and how many that is.
+// When it leaves some out, next becomes the dlq_id of the last one it holds,
+// which is the store's cursor for the page after it.
+func DLQReply(dls []store.DeadLetter, next string, limit int) ([]byte, int) {
 	size := 32 + len(next)
 	for i := range dls {
 		size += 200 + base64.StdEncoding.EncodedLen(len(dls[i].Data))
 	}
+	if limit > 0 && size > limit {
+		size = limit
+	}
+	// Room kept for the closing `],"next":"…"}`; a dlq_id is short.
+	reserve := 16 + 2*len(next) + 64
 	b := make([]byte, 0, size)
 	b = append(b, `{"dead_letters":[`...)
+	n := 0
 	for i := range dls {
-		d := &dls[i]
+		mark := len(b)
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, `{"dlq_id":`...)
-		b = AppendString(b, d.DLQID)
-		b = append(b, `,"group":`...)
-		b = AppendString(b, d.Group)
-		b = append(b, `,"partition":`...)
-		b = AppendString(b, d.Partition)
-		b = append(b, `,"offset":`...)
-		b = strconv.AppendInt(b, d.Offset, 10)
-		if d.ID != "" {
-			b = append(b, `,"id":`...)
-			b = AppendString(b, d.ID)
+		b = appendDeadLetter(b, &dls[i])
+		if limit > 0 && len(b)+reserve > limit {
+			b = b[:mark]
+			break
 		}
-		b = append(b, `,"attempts":`...)
-		b = strconv.AppendInt(b, int64(d.Attempts), 10)
-		b = append(b, `,"reason":`...)
-		b = AppendString(b, d.Reason)
-		b = append(b, `,"dead_at":`...)
-		b = AppendTime(b, d.DeadAt)
-		b = append(b, ',')
-		b = AppendData(b, d.Data)
-		b = append(b, '}')
+		n++
+	}
+	if n < len(dls) {
+		next = ""
+		if n > 0 {
+			next = dls[n-1].DLQID
+		}
 	}
 	b = append(b, `],"next":`...)
 	b = AppendString(b, next)
+	return append(b, '}'), n
+}
+
+func appendDeadLetter(b []byte, d *store.DeadLetter) []byte {
+	b = append(b, `{"dlq_id":`...)
+	b = AppendString(b, d.DLQID)
+	b = append(b, `,"group":`...)
+	b = AppendString(b, d.Group)
+	b = append(b, `,"partition":`...)
+	b = AppendString(b, d.Partition)
+	b = append(b, `,"offset":`...)
+	b = strconv.AppendInt(b, d.Offset, 10)
+	if d.ID != "" {
+		b = append(b, `,"id":`...)
+		b = AppendString(b, d.ID)
+	}
+	b = append(b, `,"attempts":`...)
+	b = strconv.AppendInt(b, int64(d.Attempts), 10)
+	b = append(b, `,"reason":`...)
+	b = AppendString(b, d.Reason)
+	b = append(b, `,"dead_at":`...)
+	b = AppendTime(b, d.DeadAt)
+	b = append(b, ',')
+	b = AppendData(b, d.Data)
 	return append(b, '}')
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -137,11 +138,31 @@ func TestReplies(t *testing.T) {
 	exp := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	require.Equal(t, `{"results":[{"lease":"l-1","ok":true,"expires_at":"2026-01-02T03:04:05Z"},{"lease":"l-2","ok":false,"error":"unknown lease"}]}`,
 		string(RenewReply([]store.RenewResult{{Lease: "l-1", OK: true, ExpiresAt: exp}, {Lease: "l-2", Error: "unknown lease"}})))
+	dl := store.DeadLetter{DLQID: "d-31", Group: "billing", Partition: "eu", Offset: 17, ID: "order-7",
+		Attempts: 3, Reason: "failed", DeadAt: exp, Data: []byte(`{"sku":42}`)}
+	b, n := DLQReply([]store.DeadLetter{dl}, "d-31", 0)
+	require.Equal(t, 1, n)
 	require.Equal(t, `{"dead_letters":[{"dlq_id":"d-31","group":"billing","partition":"eu","offset":17,"id":"order-7",`+
-		`"attempts":3,"reason":"failed","dead_at":"2026-01-02T03:04:05Z","data":{"sku":42}}],"next":"n-1"}`,
-		string(DLQReply([]store.DeadLetter{{DLQID: "d-31", Group: "billing", Partition: "eu", Offset: 17, ID: "order-7",
-			Attempts: 3, Reason: "failed", DeadAt: exp, Data: []byte(`{"sku":42}`)}}, "n-1")))
-	require.Equal(t, `{"dead_letters":[],"next":""}`, string(DLQReply(nil, "")))
+		`"attempts":3,"reason":"failed","dead_at":"2026-01-02T03:04:05Z","data":{"sku":42}}],"next":"d-31"}`, string(b))
+	b, _ = DLQReply(nil, "", 0)
+	require.Equal(t, `{"dead_letters":[],"next":""}`, string(b))
+	// Over the limit: a prefix, and next points after it.
+	dls := make([]store.DeadLetter, 20)
+	for i := range dls {
+		dls[i] = dl
+		dls[i].DLQID = "d-" + strconv.Itoa(i+1)
+	}
+	b, n = DLQReply(dls, "d-20", 1000)
+	require.LessOrEqual(t, len(b), 1000)
+	require.Greater(t, n, 0)
+	require.Less(t, n, 20)
+	var page struct {
+		DeadLetters []json.RawMessage `json:"dead_letters"`
+		Next        string            `json:"next"`
+	}
+	require.NoError(t, json.Unmarshal(b, &page))
+	require.Len(t, page.DeadLetters, n)
+	require.Equal(t, "d-"+strconv.Itoa(n), page.Next)
 	require.Equal(t, `{"done":3}`, string(DoneReply(3)))
 	require.Equal(t, `{"queues":[]}`, string(ListReply(nil)))
 	info := InfoReply(store.Info{Name: "q", Config: store.DefaultConfig()})

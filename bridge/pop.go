@@ -1,0 +1,267 @@
+package bridge
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/combmq/comb/internal/wire"
+	"github.com/combmq/comb/store"
+)
+
+// popJob is one pop request, from its handler to its reply: queued for a
+// worker, in a store call, or long-polling among its queue's waiters.
+type popJob struct {
+	call     *call
+	req      store.PopRequest
+	deadline time.Time // zero without wait_ms
+
+	// Guarded by popper.mu while the job waits.
+	timer *time.Timer
+}
+
+// waitQueue holds the long-polling pops of one queue. It exists while some
+// pop of the queue is trying or waiting (refs), so that a wake-up that
+// lands between a pop's empty store call and its registration as a waiter
+// is not lost: the pop sees seq moved and tries again.
+type waitQueue struct {
+	seq     uint64
+	refs    int
+	waiters map[*popJob]struct{}
+}
+
+// popper runs pops on a bounded set of workers and parks long-polling
+// pops until a wake-up for their queue, a retry interval, or their
+// deadline.
+//
+// Every pop the bridge holds counts against Config.MaxPops, and the job
+// channel has that capacity, so putting a woken waiter back on it never
+// blocks.
+type popper struct {
+	b     *Bridge
+	ch    chan *popJob
+	count atomic.Int64
+
+	mu       sync.Mutex
+	queues   map[string]*waitQueue
+	nwait    int
+	stopping bool
+}
+
+func newPopper(b *Bridge) *popper {
+	return &popper{b: b, ch: make(chan *popJob, b.cfg.MaxPops), queues: map[string]*waitQueue{}}
+}
+
+func (b *Bridge) handlePop(req micro.Request) {
+	queue, err := b.queueOf(req)
+	if err != nil {
+		b.fail(req, err)
+		return
+	}
+	p, err := wire.DecodePop(req.Data())
+	if err != nil {
+		b.fail(req, err)
+		return
+	}
+	c, ok := b.admit(req, wire.VerbPop)
+	if !ok {
+		return
+	}
+	if b.pops.count.Add(1) > int64(b.cfg.MaxPops) {
+		b.pops.count.Add(-1)
+		b.overloaded(req, c)
+		return
+	}
+	job := &popJob{call: c, req: p.Request}
+	job.req.Queue = queue
+	if p.Wait > 0 {
+		job.deadline = time.Now().Add(p.Wait)
+	}
+	b.pops.ch <- job // never blocks: see popper
+}
+
+func (p *popper) worker() {
+	defer p.b.wg.Done()
+	for {
+		select {
+		case job := <-p.ch:
+			p.run(job)
+		case <-p.b.quit:
+			return
+		}
+	}
+}
+
+// run makes one try of a pop: it answers, or parks the pop as a waiter.
+func (p *popper) run(job *popJob) {
+	waits := !job.deadline.IsZero()
+	var seq uint64
+	if waits {
+		seq = p.attach(job.req.Queue)
+	}
+	ctx, cancel := p.b.storeCtx()
+	msgs, err := p.b.st.Pop(ctx, job.req)
+	cancel()
+	if err == nil && len(msgs) == 0 && waits && time.Now().Before(job.deadline) && p.park(job, seq) {
+		return
+	}
+	if waits {
+		p.detach(job.req.Queue)
+	}
+	if err != nil {
+		p.b.respondError(job.call, err)
+	} else {
+		p.reply(job, msgs)
+	}
+	p.count.Add(-1)
+	p.b.finish(job.call)
+}
+
+// reply sends the messages, as many as fit in one NATS message. The rest
+// stay under the lease the client holds and are delivered again after it.
+func (p *popper) reply(job *popJob, msgs []store.Message) {
+	limit := int(p.b.nc.MaxPayload())
+	data, n := wire.PopReply(msgs, limit)
+	if n < len(msgs) {
+		if n == 0 {
+			m := msgs[0]
+			p.b.log.Warn("pop: message too large for a NATS reply; raise max_payload", "queue", job.req.Queue,
+				"partition", m.Partition, "offset", m.Offset, "bytes", len(m.Data), "max_payload", limit)
+			p.b.respondError(job.call, wire.Errorf(wire.CodeTooLarge,
+				"message %s/%d (%d bytes) does not fit in a reply under the NATS server's max_payload of %d bytes",
+				m.Partition, m.Offset, len(m.Data), limit))
+			return
+		}
+		p.b.log.Debug("pop: reply trimmed to max_payload", "queue", job.req.Queue, "sent", n, "leased", len(msgs))
+	}
+	p.b.respond(job.call, data)
+}
+
+// attach notes that a pop of queue is trying, and returns the queue's wake
+// sequence as it was before the try.
+func (p *popper) attach(queue string) uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	wq := p.queues[queue]
+	if wq == nil {
+		wq = &waitQueue{waiters: map[*popJob]struct{}{}}
+		p.queues[queue] = wq
+	}
+	wq.refs++
+	return wq.seq
+}
+
+// detach undoes attach, dropping the queue's entry when nobody is left.
+// The lock must not be held.
+func (p *popper) detach(queue string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.detachLocked(queue)
+}
+
+func (p *popper) detachLocked(queue string) {
+	wq := p.queues[queue]
+	wq.refs--
+	if wq.refs == 0 {
+		delete(p.queues, queue)
+	}
+}
+
+// park makes job a waiter of its queue, unless a wake-up came since seq
+// (then it is queued to try again at once) or the bridge is stopping
+// (then it reports false and the caller answers). A parked job keeps the
+// reference attach took.
+func (p *popper) park(job *popJob, seq uint64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopping {
+		return false
+	}
+	wq := p.queues[job.req.Queue]
+	if wq.seq != seq {
+		p.detachLocked(job.req.Queue)
+		p.ch <- job
+		return true
+	}
+	wq.waiters[job] = struct{}{}
+	p.nwait++
+	d := min(time.Until(job.deadline), p.b.cfg.RetryInterval)
+	job.timer = time.AfterFunc(d, func() { p.expire(job) })
+	return true
+}
+
+// unparkLocked removes a waiter and queues it for another try.
+func (p *popper) unparkLocked(wq *waitQueue, job *popJob) {
+	delete(wq.waiters, job)
+	p.nwait--
+	if job.timer != nil {
+		job.timer.Stop()
+		job.timer = nil
+	}
+	p.detachLocked(job.req.Queue)
+	p.ch <- job
+}
+
+// expire retries a waiter whose retry interval or deadline has come.
+func (p *popper) expire(job *popJob) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	wq := p.queues[job.req.Queue]
+	if wq == nil {
+		return
+	}
+	if _, ok := wq.waiters[job]; ok {
+		p.unparkLocked(wq, job)
+	}
+}
+
+// wake retries every waiter of queue, and makes pops of queue that are
+// trying right now try again before they wait.
+func (p *popper) wake(queue string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	wq := p.queues[queue]
+	if wq == nil {
+		return
+	}
+	wq.seq++
+	for job := range wq.waiters {
+		p.unparkLocked(wq, job)
+	}
+}
+
+// stop makes every waiter try once more and answer, and every later try
+// answer whatever it finds.
+func (p *popper) stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stopping = true
+	for _, wq := range p.queues {
+		wq.seq++
+		for job := range wq.waiters {
+			p.unparkLocked(wq, job)
+		}
+	}
+}
+
+// stopTimers stops timers left by a Stop that gave up waiting.
+func (p *popper) stopTimers() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, wq := range p.queues {
+		for job := range wq.waiters {
+			if job.timer != nil {
+				job.timer.Stop()
+			}
+		}
+	}
+}
+
+// waiting returns how many pops are long-polling.
+func (p *popper) waiting() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.nwait
+}

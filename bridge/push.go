@@ -1,0 +1,168 @@
+package bridge
+
+import (
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/combmq/comb/internal/wire"
+	"github.com/combmq/comb/store"
+)
+
+// pushJob is one push or put request waiting for a push worker.
+type pushJob struct {
+	call *call
+	req  store.PushRequest
+	size int // request bytes, held against Config.PendingBytes until answered
+}
+
+func (b *Bridge) handlePush(req micro.Request) {
+	queue, err := b.queueOf(req)
+	if err != nil {
+		b.fail(req, err)
+		return
+	}
+	msgs, err := wire.DecodePush(req.Data(), b.lim)
+	if err != nil {
+		b.fail(req, err)
+		return
+	}
+	b.enqueuePush(req, wire.VerbPush, queue, msgs)
+}
+
+func (b *Bridge) handlePut(req micro.Request) {
+	queue, err := b.queueOf(req)
+	if err != nil {
+		b.fail(req, err)
+		return
+	}
+	h := req.Headers()
+	msg, err := wire.DecodePut(req.Data(), header(h, wire.HeaderPartition), header(h, wire.HeaderID), b.lim)
+	if err != nil {
+		b.fail(req, err)
+		return
+	}
+	b.enqueuePush(req, wire.VerbPut, queue, []store.PushMessage{msg})
+}
+
+// header returns a request header, matching its name exactly first and
+// then without regard to case: NATS headers are case-sensitive, people
+// typing `nats req -H` are not.
+func header(h micro.Headers, name string) string {
+	if v := h.Get(name); v != "" {
+		return v
+	}
+	for k, v := range h {
+		if len(v) > 0 && equalFold(k, name) {
+			return v[0]
+		}
+	}
+	return ""
+}
+
+func equalFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+func (b *Bridge) enqueuePush(req micro.Request, verb, queue string, msgs []store.PushMessage) {
+	c, ok := b.admit(req, verb)
+	if !ok {
+		return
+	}
+	size := len(req.Data())
+	if b.pushBytes.Add(int64(size)) > int64(b.cfg.PendingBytes) {
+		b.pushBytes.Add(-int64(size))
+		b.overloaded(req, c)
+		return
+	}
+	job := &pushJob{call: c, req: store.PushRequest{Queue: queue, Messages: msgs}, size: size}
+	select {
+	case b.pushCh <- job:
+	default:
+		b.pushBytes.Add(-int64(size))
+		b.overloaded(req, c)
+	}
+}
+
+// pushWorker runs push transactions: it takes one request, then every
+// request already waiting up to the batch caps, pushes them all in one
+// store call, and answers each after the commit.
+func (b *Bridge) pushWorker() {
+	defer b.wg.Done()
+	batch := make([]*pushJob, 0, 64)
+	for {
+		var first *pushJob
+		select {
+		case first = <-b.pushCh:
+		case <-b.quit:
+			return
+		}
+		batch = append(batch[:0], first)
+		msgs, bytes := len(first.req.Messages), first.size
+	fill:
+		for msgs < b.cfg.BatchMessages && bytes < b.cfg.BatchBytes {
+			select {
+			case j := <-b.pushCh:
+				batch = append(batch, j)
+				msgs += len(j.req.Messages)
+				bytes += j.size
+			default:
+				break fill
+			}
+		}
+		b.flushPush(batch)
+		clear(batch)
+	}
+}
+
+func (b *Bridge) flushPush(batch []*pushJob) {
+	reqs := make([]*store.PushRequest, len(batch))
+	for i, j := range batch {
+		reqs[i] = &j.req
+	}
+	ctx, cancel := b.storeCtx()
+	err := b.st.Push(ctx, reqs)
+	cancel()
+	var woken []string
+	for _, j := range batch {
+		if j.req.Err == nil && err != nil {
+			j.req.Err = err
+		}
+		if j.req.Err == nil && len(j.req.Results) != len(j.req.Messages) {
+			j.req.Err = errResultCount
+		}
+		if j.req.Err != nil {
+			continue
+		}
+		for _, r := range j.req.Results {
+			if r.Status == store.StatusStored {
+				woken = addOnce(woken, j.req.Queue)
+				break
+			}
+		}
+	}
+	// Wake pops first: the replies below do not depend on them.
+	b.wakeQueues(woken)
+	for _, j := range batch {
+		if j.req.Err != nil {
+			b.respondError(j.call, j.req.Err)
+		} else {
+			b.respond(j.call, wire.PushReply(j.req.Results))
+		}
+		b.pushBytes.Add(-int64(j.size))
+		b.finish(j.call)
+	}
+}
