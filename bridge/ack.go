@@ -79,6 +79,7 @@ func (b *Bridge) flushAck(batch []*ackJob) {
 	ctx, cancel := b.storeCtx()
 	err := b.st.Ack(ctx, reqs)
 	cancel()
+	b.stats[wire.VerbAck].transactions.Add(1)
 	// A settled ack may make messages deliverable again (retry, failed,
 	// dead) or end a lease that held a partition back from other
 	// consumers of the group (completed): either way, waiting pops of the

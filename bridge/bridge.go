@@ -206,17 +206,20 @@ type Bridge struct {
 // when a handler answers before it returns; these count the answers the
 // workers send later.
 type endpointStats struct {
-	asyncErrors atomic.Int64
-	overloaded  atomic.Int64
-	inFlight    atomic.Int64
+	asyncErrors  atomic.Int64
+	overloaded   atomic.Int64
+	inFlight     atomic.Int64
+	transactions atomic.Int64 // store calls of the coalescers
+	syncErrors   atomic.Int64 // answered by the handler (micro counts these too)
 }
 
 // statsData is one endpoint's "data" in the micro stats.
 type statsData struct {
-	InFlight    int64 `json:"in_flight"`
-	AsyncErrors int64 `json:"async_errors"`
-	Overloaded  int64 `json:"overloaded"`
-	Waiting     *int  `json:"waiting,omitempty"`
+	InFlight     int64  `json:"in_flight"`
+	AsyncErrors  int64  `json:"async_errors"`
+	Overloaded   int64  `json:"overloaded"`
+	Transactions *int64 `json:"transactions,omitempty"`
+	Waiting      *int   `json:"waiting,omitempty"`
 }
 
 // New returns a bridge serving st on nc. Start it with Start.
@@ -372,9 +375,13 @@ func (b *Bridge) statsHandler(e *micro.Endpoint) any {
 		return nil
 	}
 	d := statsData{InFlight: s.inFlight.Load(), AsyncErrors: s.asyncErrors.Load(), Overloaded: s.overloaded.Load()}
-	if e.Name == wire.VerbPop {
+	switch e.Name {
+	case wire.VerbPop:
 		n := b.pops.waiting()
 		d.Waiting = &n
+	case wire.VerbPush, wire.VerbAck: // push's count includes puts: they share the coalescer
+		n := s.transactions.Load()
+		d.Transactions = &n
 	}
 	return d
 }
@@ -557,6 +564,9 @@ func (b *Bridge) respondError(c *call, err error) {
 
 // fail answers a request from its handler with an error.
 func (b *Bridge) fail(req micro.Request, err error) {
+	if s := b.statsOf(req.Subject()); s != nil {
+		s.syncErrors.Add(1)
+	}
 	code, msg := b.errorOf(req.Subject(), err)
 	if req.Reply() == "" {
 		return
@@ -598,6 +608,16 @@ func (b *Bridge) errorOf(subject string, err error) (int, string) {
 	id := nuid.Next()
 	b.log.Error("internal error", "request_id", id, "subject", subject, "err", err)
 	return wire.CodeInternal, "internal error, request id " + id
+}
+
+// statsOf returns the stats of the endpoint a subject belongs to.
+func (b *Bridge) statsOf(subject string) *endpointStats {
+	rest, ok := strings.CutPrefix(subject, b.cfg.Prefix+".")
+	if !ok {
+		return nil
+	}
+	verb, _, _ := strings.Cut(rest, ".")
+	return b.stats[verb]
 }
 
 // headerSafe keeps a message fit for a header value: one line.
@@ -642,3 +662,35 @@ func addOnce(list []string, s string) []string {
 
 // Waiting returns how many pops are long-polling on this bridge.
 func (b *Bridge) Waiting() int { return b.pops.waiting() }
+
+// Stats are a bridge's figures since New, for metrics and tests.
+type Stats struct {
+	// InFlight is the requests taken and not yet answered.
+	InFlight int
+	// Waiting is the pops long-polling.
+	Waiting int
+	// PushTransactions and AckTransactions count the store calls of the
+	// coalescers; requests per transaction tell how well they coalesce.
+	PushTransactions int64
+	AckTransactions  int64
+	// Overloaded counts requests refused with 429 because a bound was
+	// reached; Errors counts error replies of every kind.
+	Overloaded int64
+	Errors     int64
+}
+
+// Stats returns the bridge's figures. The micro framework counts requests
+// per endpoint; see `nats micro stats comb`.
+func (b *Bridge) Stats() Stats {
+	st := Stats{
+		InFlight:         b.track.count(),
+		Waiting:          b.pops.waiting(),
+		PushTransactions: b.stats[wire.VerbPush].transactions.Load(),
+		AckTransactions:  b.stats[wire.VerbAck].transactions.Load(),
+	}
+	for _, s := range b.stats {
+		st.Overloaded += s.overloaded.Load()
+		st.Errors += s.asyncErrors.Load() + s.syncErrors.Load()
+	}
+	return st
+}

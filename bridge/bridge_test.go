@@ -3,10 +3,12 @@ package bridge_test
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -651,4 +653,57 @@ func TestConcurrentPushesCoalesce(t *testing.T) {
 func waitFor(t testing.TB, cond func() bool) {
 	t.Helper()
 	require.Eventually(t, cond, reqTimeout, 5*time.Millisecond)
+}
+
+// TestStopUnderLoad stops a bridge while producers push: every request is
+// answered (stored, or refused with 503 / no responders), none is left to
+// time out, and every push answered "stored" is in the store.
+func TestStopUnderLoad(t *testing.T) {
+	t.Parallel()
+	env := combtest.Start(t)
+	nc := env.NC
+	call(t, nc, "comb.configure.load", ``, nil)
+
+	const producers = 6
+	var stored, refused atomic.Int64
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for p := range producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 10000; i++ {
+				body := fmt.Sprintf(`{"messages":[{"partition":"p%d","data":%d},{"partition":"p%d","data":%d}]}`, p, i, p, i)
+				m, err := nc.Request("comb.push.load", []byte(body), 5*time.Second)
+				switch {
+				case errors.Is(err, nats.ErrNoResponders):
+					return
+				case err != nil:
+					t.Errorf("push: %v", err)
+					return
+				case m.Header.Get(micro.ErrorCodeHeader) == "503":
+					refused.Add(1)
+				case m.Header.Get(micro.ErrorCodeHeader) != "":
+					t.Errorf("push: %s", m.Data)
+					return
+				default:
+					stored.Add(2)
+				}
+				select {
+				case <-stop:
+					return
+				default:
+				}
+			}
+		}()
+	}
+	waitFor(t, func() bool { return stored.Load() >= 200 })
+	env.Bridge.Stop()
+	close(stop)
+	wg.Wait()
+
+	qi, err := env.Store.Info(t.Context(), "load")
+	require.NoError(t, err)
+	require.Equal(t, stored.Load(), qi.Messages, "every push answered stored is stored, and no other")
+	t.Logf("stored %d messages, %d pushes refused while stopping", stored.Load(), refused.Load())
 }

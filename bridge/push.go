@@ -136,6 +136,7 @@ func (b *Bridge) flushPush(batch []*pushJob) {
 	ctx, cancel := b.storeCtx()
 	err := b.st.Push(ctx, reqs)
 	cancel()
+	b.stats[wire.VerbPush].transactions.Add(1)
 	var woken []string
 	for _, j := range batch {
 		if j.req.Err == nil && err != nil {
