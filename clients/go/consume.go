@@ -285,9 +285,9 @@ func (cs *consumer) settle(batch []Delivery, status string) {
 }
 
 // sendAck sends one ack and records its outcome. Errors that prove the ack
-// was not applied (no responder, 503) are retried a few times within the
-// request timeout; a timeout is not, since the ack may have been applied and
-// a second one would be refused.
+// was not applied (no responder, 429 overloaded, 503) are retried a few
+// times; a timeout is not, since the ack may have been applied and a second
+// one would be refused.
 func (cs *consumer) sendAck(a Ack, n int64) {
 	const attempts = 3
 	var err error
@@ -321,7 +321,7 @@ func (cs *consumer) sendAck(a Ack, n int64) {
 func retryableAck(err error) bool {
 	var e *Error
 	if errors.As(err, &e) {
-		return e.Code == 503
+		return e.Temporary()
 	}
 	return errors.Is(err, nats.ErrNoResponders)
 }
