@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/combmq/comb/bridge"
+	"github.com/combmq/comb/embeddednats"
 	"github.com/combmq/comb/internal/combtest"
 )
 
@@ -706,4 +707,31 @@ func TestStopUnderLoad(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, stored.Load(), qi.Messages, "every push answered stored is stored, and no other")
 	t.Logf("stored %d messages, %d pushes refused while stopping", stored.Load(), refused.Load())
+}
+
+// TestPopReplyFitsMaxPayload pops more than one NATS message can carry: the
+// reply holds the oldest messages that fit, and a message that can never
+// fit is a 413, not a reply the server would refuse.
+func TestPopReplyFitsMaxPayload(t *testing.T) {
+	t.Parallel()
+	env := combtest.StartWith(t, combtest.Options{NATS: embeddednats.Config{MaxPayload: 4096}})
+	nc := env.NC
+	for i := range 10 {
+		push(t, nc, "big", fmt.Sprintf(`{"messages":[{"data":"%03d%s"}]}`, i, strings.Repeat("x", 600)))
+	}
+	msgs := pop(t, nc, "big", `{"max":10}`)
+	require.NotEmpty(t, msgs)
+	require.Less(t, len(msgs), 10)
+	for i, m := range msgs {
+		require.EqualValues(t, i, m.Offset)
+	}
+
+	// 3000 bytes that are not JSON would travel as 4000 bytes of base64:
+	// refused at the push, since no pop could deliver them.
+	m, err := nc.RequestMsg(&nats.Msg{Subject: "comb.put.huge", Data: make([]byte, 3000)}, reqTimeout)
+	require.NoError(t, err)
+	requireError(t, m, 413, "max_payload")
+	m, err = nc.RequestMsg(&nats.Msg{Subject: "comb.put.huge", Data: []byte(`"` + strings.Repeat("j", 1500) + `"`)}, reqTimeout)
+	require.NoError(t, err)
+	require.Empty(t, m.Header.Get(micro.ErrorCodeHeader), "JSON travels as is: %s", m.Data)
 }

@@ -55,6 +55,11 @@ func newPopper(b *Bridge) *popper {
 }
 
 func (b *Bridge) handlePop(req micro.Request) {
+	if req.Reply() == "" {
+		// Nobody would receive the messages: leasing them would only hide
+		// them until the lease expired.
+		return
+	}
 	queue, err := b.queueOf(req)
 	if err != nil {
 		b.fail(req, err)

@@ -1,6 +1,8 @@
 package bridge
 
 import (
+	"encoding/base64"
+
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/combmq/comb/internal/wire"
@@ -77,7 +79,34 @@ func equalFold(a, b string) bool {
 	return true
 }
 
+// replyReserve is room kept in a pop reply for everything around one
+// message's data: names, offset, lease, time, and the envelope.
+const replyReserve = 2048
+
+// checkDeliverable refuses a message that no pop reply could carry under
+// the NATS server's max_payload: storing it would block its partition.
+func (b *Bridge) checkDeliverable(msgs []store.PushMessage) error {
+	limit := int(b.nc.MaxPayload())
+	for i := range msgs {
+		d := msgs[i].Data
+		// Most messages are far below the limit: skip the exact size.
+		if base64.StdEncoding.EncodedLen(len(d))+replyReserve <= limit {
+			continue
+		}
+		if n := wire.DataLen(d); n+replyReserve > limit {
+			return wire.Errorf(wire.CodeTooLarge,
+				"message %d: %d bytes would take %d in a pop reply, over the NATS server's max_payload of %d bytes",
+				i, len(d), n+replyReserve, limit)
+		}
+	}
+	return nil
+}
+
 func (b *Bridge) enqueuePush(req micro.Request, verb, queue string, msgs []store.PushMessage) {
+	if err := b.checkDeliverable(msgs); err != nil {
+		b.fail(req, err)
+		return
+	}
 	c, ok := b.admit(req, verb)
 	if !ok {
 		return

@@ -353,3 +353,12 @@ func ListReply(queues []store.QueueSummary) []byte {
 	}{queues})
 	return b
 }
+
+// DataLen returns how many bytes AppendData writes for data, not counting
+// the member name.
+func DataLen(data []byte) int {
+	if IsJSONData(data) {
+		return len(data)
+	}
+	return base64.StdEncoding.EncodedLen(len(data)) + 2
+}

@@ -88,7 +88,13 @@ func FuzzDataRoundTrip(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		body := append([]byte(`{"messages":[{`), AppendData(nil, data)...)
+		member := AppendData(nil, data)
+		name := len(`"data":`)
+		if !IsJSONData(data) {
+			name = len(`"data_b64":`)
+		}
+		require.Equal(t, len(member)-name, DataLen(data))
+		body := append([]byte(`{"messages":[{`), member...)
 		body = append(body, "}]}"...)
 		msgs, err := DecodePush(body, Limits{})
 		require.NoError(t, err, "%s", body)
