@@ -181,6 +181,7 @@ type Bridge struct {
 
 	mu      sync.Mutex
 	started bool
+	aborted bool // a Start failed; the bridge cannot start again
 	svc     micro.Service
 	wakeSub *nats.Subscription
 
@@ -222,7 +223,9 @@ type statsData struct {
 	Waiting      *int   `json:"waiting,omitempty"`
 }
 
-// New returns a bridge serving st on nc. Start it with Start.
+// New returns a bridge serving st on nc. Start it with Start. Set nc's
+// closed and error handlers before Start: the micro framework relies on
+// them, and handlers set later replace its own.
 func New(nc *nats.Conn, st *store.Store, cfg Config, log *slog.Logger) (*Bridge, error) {
 	if nc == nil || st == nil {
 		return nil, errors.New("bridge: nil connection or store")
@@ -261,7 +264,7 @@ func New(nc *nats.Conn, st *store.Store, cfg Config, log *slog.Logger) (*Bridge,
 func (b *Bridge) Start(ctx context.Context) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.started {
+	if b.started || b.aborted {
 		return errors.New("bridge: already started")
 	}
 	if err := ctx.Err(); err != nil {
@@ -350,6 +353,7 @@ func (b *Bridge) Start(ctx context.Context) error {
 
 // abortStart undoes a Start that failed half way.
 func (b *Bridge) abortStart() {
+	b.aborted = true
 	_ = b.wakeSub.Unsubscribe()
 	b.cancel()
 	close(b.quit)
