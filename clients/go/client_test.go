@@ -355,3 +355,27 @@ func TestContextCancelIsNotATimeout(t *testing.T) {
 		t.Fatal("pop did not return after its context was cancelled")
 	}
 }
+
+func TestExpiredLeaseRedelivers(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := b.client
+	_, err := c.Push(b.ctx, "expire", []comb.Message{{Data: []byte(`1`)}, {Data: []byte(`2`)}})
+	require.NoError(t, err)
+	first, err := c.Pop(b.ctx, "expire", comb.PopOptions{Lease: 100 * time.Millisecond})
+	require.NoError(t, err)
+	require.Len(t, first, 2)
+
+	// The lease runs out unsettled: a waiting pop gets both messages again.
+	again, err := c.Pop(b.ctx, "expire", comb.PopOptions{Wait: 5 * time.Second})
+	require.NoError(t, err)
+	require.Len(t, again, 2)
+	require.Equal(t, first[0].Offset, again[0].Offset)
+	require.Equal(t, 2, again[0].Attempt)
+	require.NotEqual(t, first[0].Lease, again[0].Lease)
+
+	// The old lease settles nothing now.
+	ar, err := c.Ack(b.ctx, "expire", "", []comb.Ack{{Partition: first[1].Partition, Offset: first[1].Offset, Lease: first[1].Lease}})
+	require.NoError(t, err)
+	require.False(t, ar[0].OK)
+}

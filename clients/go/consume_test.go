@@ -350,3 +350,45 @@ func startRelay(t *testing.T, nc *nats.Conn, from, to string, hook func(verb str
 		wg.Wait()
 	})
 }
+
+// TestConsumeDrainsAcksOnCancel cancels Consume while its ack is slowed by a
+// relay: Consume returns only once the ack has landed, or with
+// ErrDrainTimeout when that takes longer than DrainTimeout.
+func TestConsumeDrainsAcksOnCancel(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	pushNumbered(t, b, "drain", []string{"a"}, 3)
+	pushNumbered(t, b, "drain2", []string{"a"}, 3)
+	ackDelay := map[string]time.Duration{"drain": 300 * time.Millisecond, "drain2": 1500 * time.Millisecond}
+	for _, queue := range []string{"drain", "drain2"} {
+		startRelay(t, b.nc, "slow-"+queue, "comb", func(verb string) func() {
+			if verb == "ack" {
+				time.Sleep(ackDelay[queue]) // injected latency
+			}
+			return func() {}
+		})
+	}
+
+	run := func(queue string, drain time.Duration) (*comb.ConsumeStats, time.Duration, error) {
+		ctx, cancel := context.WithCancel(b.ctx)
+		defer cancel()
+		stats := &comb.ConsumeStats{}
+		c := comb.New(b.nc, comb.WithPrefix("slow-"+queue))
+		start := time.Now()
+		err := c.Consume(ctx, queue, comb.ConsumeOptions{Wait: 100 * time.Millisecond, DrainTimeout: drain, Stats: stats},
+			func(ctx context.Context, batch []comb.Delivery) error {
+				cancel() // stop right after this batch
+				return nil
+			})
+		return stats, time.Since(start), err
+	}
+
+	stats, _, err := run("drain", 10*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, int64(3), stats.Acked.Load(), "the ack in flight at cancel landed before Consume returned")
+
+	stats, took, err := run("drain2", 200*time.Millisecond)
+	require.ErrorIs(t, err, comb.ErrDrainTimeout)
+	require.Zero(t, stats.Acked.Load())
+	require.Less(t, took, time.Second, "the wait for acks is bounded")
+}
