@@ -1,0 +1,202 @@
+package loadtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	comb "github.com/combmq/comb/clients/go"
+)
+
+// combBackend loads a running Comb through the Go client, over NATS TCP.
+type combBackend struct {
+	cfg     *Config
+	conns   []*nats.Conn
+	clients []*comb.Client
+	parts   []string // partition names
+	pid     int
+}
+
+// Backoff bounds of a consumer whose pops fail.
+const (
+	popBackoffMin = 50 * time.Millisecond
+	popBackoffMax = 2 * time.Second
+)
+
+func newCombBackend(ctx context.Context, cfg *Config, log *slog.Logger) (*combBackend, error) {
+	b := &combBackend{cfg: cfg, parts: partitionNames(cfg.Partitions)}
+	for i := range cfg.Conns {
+		nc, err := nats.Connect(cfg.NATSURL,
+			nats.Name("comb-loadtest-"+strconv.Itoa(i)),
+			nats.MaxReconnects(-1),
+			nats.ReconnectWait(250*time.Millisecond),
+		)
+		if err != nil {
+			b.close()
+			return nil, fmt.Errorf("connect to %s: %w", cfg.NATSURL, err)
+		}
+		b.conns = append(b.conns, nc)
+		b.clients = append(b.clients, comb.New(nc))
+	}
+	retention := int64(cfg.CompletedRetention / time.Second)
+	if _, err := b.clients[0].Configure(ctx, cfg.Queue, comb.ConfigPatch{CompletedRetentionS: &retention}); err != nil {
+		b.close()
+		return nil, fmt.Errorf("configure queue %s: %w", cfg.Queue, err)
+	}
+	b.pid = listenerPID(cfg.NATSURL)
+	if b.pid == 0 && cfg.BrokerPID == 0 {
+		log.Info("loadtest: broker process not found on this host; its memory and CPU columns stay empty (set -broker-pid)")
+	}
+	return b, nil
+}
+
+// partitionNames names partition i "p<i>".
+func partitionNames(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = "p" + strconv.Itoa(i)
+	}
+	return out
+}
+
+func (b *combBackend) describe() string {
+	pid := "not found"
+	if b.pid > 0 {
+		pid = strconv.Itoa(b.pid)
+	}
+	return fmt.Sprintf("Comb at %s (broker pid %s), %d NATS connections", b.cfg.NATSURL, pid, len(b.conns))
+}
+
+func (b *combBackend) brokerPID() int { return b.pid }
+
+func (b *combBackend) close() {
+	for _, nc := range b.conns {
+		nc.Close()
+	}
+}
+
+func (b *combBackend) client(i int) *comb.Client { return b.clients[i%len(b.clients)] }
+
+func (b *combBackend) push(ctx context.Context, part int, payloads [][]byte) error {
+	msgs := make([]comb.Message, len(payloads))
+	for i, p := range payloads {
+		msgs[i] = comb.Message{Partition: b.parts[part], Data: p}
+	}
+	res, err := b.client(part).Push(ctx, b.cfg.Queue, msgs)
+	if err != nil {
+		return err
+	}
+	for _, r := range res {
+		switch r.Status {
+		case comb.StatusStored, comb.StatusSpooled:
+		default:
+			return fmt.Errorf("push: status %q for a message without a producer id", r.Status)
+		}
+	}
+	return nil
+}
+
+func (b *combBackend) consume(ctx context.Context, id int, r *runner) {
+	cfg := b.cfg
+	cl := b.client(id)
+	opts := comb.PopOptions{
+		Group:      cfg.Group,
+		Max:        cfg.PopBatch,
+		Partitions: cfg.PopPartitions,
+		Wait:       cfg.PopWait,
+		Lease:      cfg.Lease,
+		AutoAck:    !cfg.ManualAck,
+	}
+	backoff := time.Duration(0)
+	var datas [][]byte
+	for ctx.Err() == nil {
+		msgs, err := cl.Pop(ctx, cfg.Queue, opts)
+		if ctx.Err() != nil {
+			// A pop cut short by the end of the run is not a failure; what
+			// it may have leased is delivered again when the lease ends.
+			return
+		}
+		r.c.popReqs.Add(1)
+		if err != nil {
+			r.c.popFailReqs.Add(1)
+			r.noteErr(errPop, err)
+			backoff = min(max(2*backoff, popBackoffMin), popBackoffMax)
+			if errors.Is(err, comb.ErrBadRequest) {
+				backoff = popBackoffMax
+			}
+			t := time.NewTimer(backoff)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			continue
+		}
+		backoff = 0
+		if len(msgs) == 0 {
+			continue
+		}
+		datas = datas[:0]
+		for i := range msgs {
+			datas = append(datas, msgs[i].Data)
+		}
+		refs := r.deliver(time.Now(), datas)
+		if !cfg.ManualAck {
+			r.c.acked.Add(int64(len(msgs)))
+			continue
+		}
+		acks, spanOf, sizes := cumulativeAcks(msgs)
+		r.settle(func(actx context.Context) ackOutcome {
+			t0 := time.Now()
+			res, err := cl.Ack(actx, cfg.Queue, cfg.Group, acks)
+			o := ackOutcome{rtt: time.Since(t0), timed: true}
+			if err != nil {
+				o.failed, o.err = true, err
+				return o
+			}
+			for i, a := range res {
+				if a.OK {
+					o.acked += sizes[i]
+				} else {
+					o.failed = true
+					o.err = fmt.Errorf("ack %s/%d: %w", acks[i].Partition, acks[i].Offset, a.Err())
+				}
+			}
+			for i, s := range spanOf {
+				if res[s].OK {
+					o.done = append(o.done, refs[i])
+				}
+			}
+			return o
+		})
+	}
+}
+
+// cumulativeAcks returns one "completed" ack per (partition, lease) of a
+// batch, at its last offset; spanOf[i] is the ack of message i and
+// sizes[j] the messages ack j settles.
+func cumulativeAcks(msgs []comb.Delivery) (acks []comb.Ack, spanOf []int, sizes []int64) {
+	type key struct{ partition, lease string }
+	index := map[key]int{}
+	spanOf = make([]int, len(msgs))
+	for i, m := range msgs {
+		k := key{m.Partition, m.Lease}
+		j, ok := index[k]
+		if !ok {
+			j = len(acks)
+			index[k] = j
+			acks = append(acks, comb.Ack{Partition: m.Partition, Lease: m.Lease, Offset: m.Offset, Status: comb.AckCompleted})
+			sizes = append(sizes, 0)
+		}
+		acks[j].Offset = max(acks[j].Offset, m.Offset)
+		sizes[j]++
+		spanOf[i] = j
+	}
+	return acks, spanOf, sizes
+}

@@ -1,0 +1,283 @@
+package loadtest
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Mode is how the producers pace themselves.
+type Mode string
+
+// Modes.
+const (
+	// ModeOpenLoop sends push requests on a fixed schedule, whatever the
+	// broker does: a request due while MaxInflight requests are unanswered
+	// is shed (counted, never sent), and latency counts from the scheduled
+	// send time, so a stalled broker cannot hide behind the loader waiting
+	// for it (coordinated omission).
+	ModeOpenLoop Mode = "openloop"
+	// ModeClosed sends as fast as the system answers: each pacer sends its
+	// next request when the previous one is answered. Latency counts from
+	// the actual send time; Rate and MaxInflight are ignored.
+	ModeClosed Mode = "closed"
+)
+
+// Target is the system the workload runs against.
+type Target string
+
+// Targets.
+const (
+	// TargetComb is a running Comb broker reached at Config.NATSURL.
+	TargetComb Target = "comb"
+	// TargetJetStream is an embedded nats-server with JetStream that the
+	// loader starts itself: a work-queue stream on a file store, pull
+	// consumers, explicit acks.
+	TargetJetStream Target = "jetstream"
+)
+
+// JetStreamSync is the file store's sync policy for TargetJetStream.
+type JetStreamSync string
+
+// JetStream sync policies.
+const (
+	// SyncDefault is nats-server's default: fsync every two minutes.
+	SyncDefault JetStreamSync = "default"
+	// SyncAlways is sync_interval: always, an fsync per write, which is
+	// what Comb's synchronous_commit on promises.
+	SyncAlways JetStreamSync = "always"
+)
+
+// Config is one load test. Build it with DefaultConfig and change fields;
+// Run validates it.
+type Config struct {
+	// Mode is ModeOpenLoop or ModeClosed.
+	Mode Mode
+	// Targets are run one after the other with the same workload; with more
+	// than one, Run ends with a side-by-side table and ratios to the first.
+	Targets []Target
+	// JetStreamSyncs lists the sync policies TargetJetStream runs with,
+	// one run each.
+	JetStreamSyncs []JetStreamSync
+
+	// Queue is the queue (Comb) or subject prefix (JetStream) to load.
+	Queue string
+	// Partitions is how many partitions the producers spread over; a push
+	// request goes to one partition, round robin.
+	Partitions int
+	// Consumers is the number of closed-loop pop loops, all in one group.
+	Consumers int
+	// Group is the consumer group of the pop loops.
+	Group string
+	// ManualAck leases messages and acks them; false pops with auto_ack.
+	ManualAck bool
+	// AckAsync sends each batch's ack from its own goroutine, so a consumer
+	// pops again without waiting for the ack's round trip.
+	AckAsync bool
+	// AckInflight caps the asynchronous acks unanswered, over all
+	// consumers; when it is reached consumers wait (an ack is never shed).
+	AckInflight int
+
+	// Rate is the offered load in messages per second (open loop).
+	Rate int
+	// PushBatch is the number of messages per push request.
+	PushBatch int
+	// Pacers is the number of producer goroutines that share the schedule
+	// (open loop) or that each keep one push in flight (closed loop).
+	Pacers int
+	// MaxInflight caps the push requests sent and unanswered (open loop);
+	// a request due beyond it is shed.
+	MaxInflight int
+	// Payload is the size of every message in bytes.
+	Payload int
+	// Encoding lays out the message header; see EncodingJSON.
+	Encoding Encoding
+	// PopBatch is the most messages one pop returns.
+	PopBatch int
+	// PopPartitions is the most partitions one pop leases.
+	PopPartitions int
+	// PopWait is a pop's long-poll time when nothing is ready.
+	PopWait time.Duration
+	// Lease is the lease time of a pop (JetStream: the consumer's AckWait).
+	Lease time.Duration
+	// Conns is the number of NATS connections the loader spreads its
+	// requests over.
+	Conns int
+
+	// Duration is how long the producers run.
+	Duration time.Duration
+	// Interval is the period of the interval lines, a whole number of
+	// seconds.
+	Interval time.Duration
+	// Drain bounds the wait, after the producers stop, for the consumers to
+	// take what was pushed.
+	Drain time.Duration
+	// CompletedRetention is configured on the queue: completed messages
+	// are deleted after this long (0 keeps them).
+	CompletedRetention time.Duration
+
+	// NATSURL is where Comb listens (TargetComb).
+	NATSURL string
+	// Verify checks every message: missing, duplicated, out of order.
+	Verify bool
+	// OutDir, when set, receives summary.json, intervals.csv, samples.csv
+	// and report.png (one subdirectory per run with several targets).
+	OutDir string
+	// PostgresURL, when set, lets the sampler read commits, WAL and
+	// database size from PostgreSQL, and find its processes.
+	PostgresURL string
+	// BrokerPID is the broker process to sample; 0 finds the process
+	// listening on NATSURL's port on this host.
+	BrokerPID int
+
+	// Logger receives diagnostics (the figures go to Run's writer); nil
+	// discards them.
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns the defaults: a load a 2-core laptop sustains with
+// the loader, Comb and PostgreSQL on it, in the reference soak's shape.
+func DefaultConfig() Config {
+	return Config{
+		Mode:               ModeOpenLoop,
+		Targets:            []Target{TargetComb},
+		JetStreamSyncs:     []JetStreamSync{SyncDefault, SyncAlways},
+		Queue:              "loadtest",
+		Partitions:         200,
+		Consumers:          32,
+		Group:              "loadtest",
+		ManualAck:          true,
+		AckAsync:           true,
+		AckInflight:        256,
+		Rate:               20000,
+		PushBatch:          100,
+		Pacers:             8,
+		MaxInflight:        1000,
+		Payload:            256,
+		Encoding:           EncodingJSON,
+		PopBatch:           100,
+		PopPartitions:      1,
+		PopWait:            2 * time.Second,
+		Lease:              30 * time.Second,
+		Conns:              4,
+		Duration:           60 * time.Second,
+		Interval:           10 * time.Second,
+		Drain:              30 * time.Second,
+		CompletedRetention: 300 * time.Second,
+		NATSURL:            "nats://127.0.0.1:4222",
+	}
+}
+
+// Bounds that keep one run's memory and goroutines sane.
+const (
+	maxPartitions = 100000
+	maxWorkers    = 10000
+	maxPushBatch  = 10000 // the wire's MaxPushMessages
+	maxPayload    = 1 << 20
+)
+
+func (c *Config) validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	switch c.Mode {
+	case ModeOpenLoop, ModeClosed:
+	default:
+		bad("mode %q: want openloop or closed", c.Mode)
+	}
+	if len(c.Targets) == 0 {
+		bad("targets: at least one")
+	}
+	seen := map[Target]bool{}
+	for _, t := range c.Targets {
+		switch t {
+		case TargetComb, TargetJetStream:
+		default:
+			bad("target %q: want comb or jetstream", t)
+		}
+		if seen[t] {
+			bad("target %q given twice", t)
+		}
+		seen[t] = true
+	}
+	if seen[TargetJetStream] {
+		if len(c.JetStreamSyncs) == 0 {
+			bad("jetstream sync: at least one of default, always")
+		}
+		for _, s := range c.JetStreamSyncs {
+			if s != SyncDefault && s != SyncAlways {
+				bad("jetstream sync %q: want default or always", s)
+			}
+		}
+	}
+	if c.Queue == "" || strings.ContainsAny(c.Queue, " \t\r\n*>") || strings.HasPrefix(c.Queue, ".") ||
+		strings.HasSuffix(c.Queue, ".") || strings.Contains(c.Queue, "..") {
+		bad("queue %q: want dot-separated tokens of [A-Za-z0-9_-]", c.Queue)
+	}
+	if c.Group == "" {
+		bad("group: empty")
+	}
+	inRange := func(name string, v, lo, hi int) {
+		if v < lo || v > hi {
+			bad("%s %d: want %d to %d", name, v, lo, hi)
+		}
+	}
+	inRange("partitions", c.Partitions, 1, maxPartitions)
+	inRange("consumers", c.Consumers, 1, maxWorkers)
+	inRange("pacers", c.Pacers, 1, maxWorkers)
+	inRange("push-batch", c.PushBatch, 1, maxPushBatch)
+	inRange("pop-batch", c.PopBatch, 1, maxPushBatch)
+	inRange("pop-partitions", c.PopPartitions, 1, 1000)
+	inRange("conns", c.Conns, 1, 256)
+	if c.ManualAck && c.AckAsync {
+		inRange("ack-inflight", c.AckInflight, 1, 1<<20)
+	}
+	if c.Mode == ModeOpenLoop {
+		inRange("rate", c.Rate, 1, 1<<30)
+		inRange("max-inflight", c.MaxInflight, 1, 1<<20)
+	}
+	if _, err := parseEncoding(string(c.Encoding)); err != nil {
+		errs = append(errs, err)
+	} else {
+		inRange("payload", c.Payload, minPayload(c.Encoding), maxPayload)
+	}
+	if c.Duration <= 0 {
+		bad("duration %s: want > 0", c.Duration)
+	}
+	if c.Interval < time.Second || c.Interval%time.Second != 0 {
+		bad("interval %s: want a whole number of seconds", c.Interval)
+	}
+	if c.Drain < 0 {
+		bad("drain %s: want >= 0", c.Drain)
+	}
+	if c.CompletedRetention < 0 || c.CompletedRetention%time.Second != 0 {
+		bad("completed-retention %s: want a whole number of seconds >= 0", c.CompletedRetention)
+	}
+	if c.Lease < 100*time.Millisecond {
+		bad("lease %s: want >= 100ms", c.Lease)
+	}
+	if c.PopWait < 0 {
+		bad("pop-wait %s: want >= 0", c.PopWait)
+	}
+	if seen[TargetComb] {
+		if u, err := url.Parse(c.NATSURL); err != nil || u.Host == "" {
+			bad("nats %q: want a URL such as nats://127.0.0.1:4222", c.NATSURL)
+		}
+	}
+	if c.PostgresURL != "" {
+		if _, err := url.Parse(c.PostgresURL); err != nil {
+			bad("postgres-url: %v", err)
+		}
+	}
+	if c.BrokerPID < 0 {
+		bad("broker-pid %d: want >= 0", c.BrokerPID)
+	}
+	return errors.Join(errs...)
+}
+
+// requestsPerSecond is the open loop's push request rate.
+func (c *Config) requestsPerSecond() float64 {
+	return float64(c.Rate) / float64(c.PushBatch)
+}
