@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
@@ -43,6 +44,8 @@ type serveConfig struct {
 	PGPort      int // the private cluster's port; 0 picks one
 	LogLevel    string
 	Prefix      string
+	// SweepInterval is how often retention and dedup expiry run.
+	SweepInterval time.Duration
 }
 
 func defaultServeConfig() serveConfig {
@@ -53,6 +56,8 @@ func defaultServeConfig() serveConfig {
 		PGPort:     5433,
 		LogLevel:   "info",
 		Prefix:     "comb",
+
+		SweepInterval: time.Second,
 	}
 }
 
@@ -82,6 +87,9 @@ func (c serveConfig) validate() error {
 	}
 	if _, err := c.level(); err != nil {
 		errs = append(errs, err)
+	}
+	if c.SweepInterval < 10*time.Millisecond || c.SweepInterval > time.Hour {
+		errs = append(errs, fmt.Errorf("-sweep-interval %s: want between 10ms and 1h", c.SweepInterval))
 	}
 	if !prefixRE.MatchString(c.Prefix) {
 		errs = append(errs, fmt.Errorf("-prefix %q: want one subject token of letters, digits, '_' or '-'", c.Prefix))
@@ -129,6 +137,7 @@ func parseServe(args []string, getenv func(string) string, w io.Writer) (serveCo
 	fs.IntVar(&cfg.PGPort, "pg-port", cfg.PGPort, "loopback port of the private PostgreSQL cluster; 0 picks a free one")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&cfg.Prefix, "prefix", cfg.Prefix, "first token of every Comb subject")
+	fs.DurationVar(&cfg.SweepInterval, "sweep-interval", cfg.SweepInterval, "how often retention (completed_retention_s, max_age_s) and dedup expiry run")
 	if err := parseWithEnv(fs, args, getenv); err != nil {
 		return cfg, err
 	}
@@ -231,6 +240,15 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 	if err := st.Migrate(ctx); err != nil {
 		return err
 	}
+	// Retention and dedup expiry run on every bridge; sweeps are safe to
+	// overlap.
+	sctx, scancel := context.WithCancel(context.WithoutCancel(ctx))
+	swept := make(chan struct{})
+	go func() {
+		defer close(swept)
+		st.RunSweeper(sctx, cfg.SweepInterval)
+	}()
+	cleanups = append(cleanups, func() { scancel(); <-swept })
 
 	host, port, _ := cfg.natsAddr()
 	srv, err := embeddednats.Start(embeddednats.Config{Host: host, Port: port, HTTPPort: cfg.NATSHTTP, Logger: log})

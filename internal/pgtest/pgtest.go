@@ -15,6 +15,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -88,7 +89,7 @@ func setup() (tmp string, err error) {
 		}
 		cluster, err = pgcluster.Start(ctx, pgcluster.Options{
 			Dir:      filepath.Join(tmp, "data"),
-			Settings: pgcluster.TestSettings(),
+			Settings: settings(),
 			Logger:   log,
 		})
 		if err != nil {
@@ -110,6 +111,21 @@ func setup() (tmp string, err error) {
 		return tmp, fmt.Errorf("connect to %s: %w", redact(baseURL), err)
 	}
 	return tmp, nil
+}
+
+// settings are the throwaway cluster's: fast and not crash safe for tests,
+// durable (fsync and synchronous_commit on) when the binary runs benchmarks,
+// whose figures must mean what a user's server would do.
+func settings() map[string]string {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	if f := flag.Lookup("test.bench"); f != nil && f.Value.String() != "" {
+		s := pgcluster.DurableSettings()
+		s["max_connections"] = pgcluster.TestSettings()["max_connections"]
+		return s
+	}
+	return pgcluster.TestSettings()
 }
 
 func teardown(tmp string) {
