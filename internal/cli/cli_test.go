@@ -33,7 +33,7 @@ func TestServeConfigDefaults(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, defaultServeConfig(), cfg)
 	require.Equal(t, serveConfig{NATSListen: "127.0.0.1:4222", NATSHTTP: 8222, DataDir: "./comb-data",
-		PGPort: 5433, LogLevel: "info", Prefix: "comb"}, cfg)
+		PGPort: 5433, LogLevel: "info", Prefix: "comb", SweepInterval: time.Second}, cfg)
 	host, port, err := cfg.natsAddr()
 	require.NoError(t, err)
 	require.Equal(t, "127.0.0.1", host)
@@ -43,18 +43,19 @@ func TestServeConfigDefaults(t *testing.T) {
 func TestServeConfigEnvAndFlags(t *testing.T) {
 	t.Parallel()
 	env := envOf(map[string]string{
-		"COMB_NATS_LISTEN":  "0.0.0.0:0",
-		"COMB_NATS_HTTP":    "0",
-		"COMB_POSTGRES_URL": "postgres://u:p@db:5432/comb",
-		"COMB_DATA_DIR":     "/var/lib/comb",
-		"COMB_PG_PORT":      "6000",
-		"COMB_LOG_LEVEL":    "debug",
-		"COMB_PREFIX":       "fromenv",
+		"COMB_NATS_LISTEN":    "0.0.0.0:0",
+		"COMB_NATS_HTTP":      "0",
+		"COMB_POSTGRES_URL":   "postgres://u:p@db:5432/comb",
+		"COMB_DATA_DIR":       "/var/lib/comb",
+		"COMB_PG_PORT":        "6000",
+		"COMB_LOG_LEVEL":      "debug",
+		"COMB_PREFIX":         "fromenv",
+		"COMB_SWEEP_INTERVAL": "250ms",
 	})
 	cfg, err := parseServe(nil, env, io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, serveConfig{NATSListen: "0.0.0.0:0", NATSHTTP: 0, PostgresURL: "postgres://u:p@db:5432/comb",
-		DataDir: "/var/lib/comb", PGPort: 6000, LogLevel: "debug", Prefix: "fromenv"}, cfg)
+		DataDir: "/var/lib/comb", PGPort: 6000, LogLevel: "debug", Prefix: "fromenv", SweepInterval: 250 * time.Millisecond}, cfg)
 	_, port, err := cfg.natsAddr()
 	require.NoError(t, err)
 	require.Equal(t, -1, port, "port 0 means pick a free one")
