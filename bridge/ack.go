@@ -80,11 +80,11 @@ func (b *Bridge) flushAck(batch []*ackJob) {
 	err := b.st.Ack(ctx, reqs)
 	cancel()
 	b.stats[wire.VerbAck].transactions.Add(1)
-	// A settled ack may make messages deliverable again (retry, failed,
-	// dead) or end a lease that held a partition back from other
-	// consumers of the group (completed): either way, waiting pops of the
-	// queue may now find something.
-	var woken []string
+	// A settled ack may make messages of its partition deliverable again to
+	// its group (retry, failed) or end the lease that held the partition
+	// back from the group's other consumers: waiting pops of that group
+	// may now find something.
+	var wake wakeSet
 	for _, j := range batch {
 		if j.req.Err == nil && err != nil {
 			j.req.Err = err
@@ -95,14 +95,13 @@ func (b *Bridge) flushAck(batch []*ackJob) {
 		if j.req.Err != nil {
 			continue
 		}
-		for _, r := range j.req.Results {
+		for i, r := range j.req.Results {
 			if r.OK {
-				woken = addOnce(woken, j.req.Queue)
-				break
+				wake.add(j.req.Queue, j.req.Group, j.req.Acks[i].Partition)
 			}
 		}
 	}
-	b.wakeQueues(woken)
+	b.publishWakes(&wake)
 	for _, j := range batch {
 		if j.req.Err != nil {
 			b.respondError(j.call, j.req.Err)

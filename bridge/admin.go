@@ -143,7 +143,7 @@ func (b *Bridge) handleDelete(req micro.Request) {
 			return nil, err
 		}
 		// Waiting pops of the deleted queue try again and learn it is gone.
-		b.wakeQueues([]string{queue})
+		b.wakeAll(queue)
 		return wire.OKReply, nil
 	})
 }
@@ -167,7 +167,7 @@ func (b *Bridge) handleDLQ(req micro.Request) {
 				return nil, err
 			}
 			if n > 0 {
-				b.wakeQueues([]string{queue})
+				b.wakeAll(queue)
 			}
 			return wire.DoneReply(n), nil
 		case wire.DLQPurge:

@@ -273,7 +273,7 @@ func (b *Bridge) Start(ctx context.Context) error {
 	b.ctx, b.cancel = context.WithCancel(context.WithoutCancel(ctx))
 
 	wakeSub, err := b.nc.Subscribe(b.wakePrefix+">", func(m *nats.Msg) {
-		b.pops.wake(strings.TrimPrefix(m.Subject, b.wakePrefix))
+		b.pops.wake(strings.TrimPrefix(m.Subject, b.wakePrefix), decodeWake(m.Data))
 	})
 	if err != nil {
 		b.cancel()
@@ -641,27 +641,6 @@ func (b *Bridge) queueOf(req micro.Request) (string, error) {
 // storeCtx returns the context of one store call.
 func (b *Bridge) storeCtx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(b.ctx, b.cfg.RequestTimeout)
-}
-
-// wakeQueues publishes one wake-up per queue, which every bridge (this one
-// included) turns into a new try of that queue's waiting pops.
-func (b *Bridge) wakeQueues(queues []string) {
-	for _, q := range queues {
-		if err := b.nc.Publish(b.wakePrefix+q, nil); err != nil {
-			b.log.Warn("publish wake-up", "queue", q, "err", err)
-		}
-	}
-}
-
-// addOnce appends s to list unless it is there; lists here hold the few
-// queues of one batch.
-func addOnce(list []string, s string) []string {
-	for _, x := range list {
-		if x == s {
-			return list
-		}
-	}
-	return append(list, s)
 }
 
 // Waiting returns how many pops are long-polling on this bridge.

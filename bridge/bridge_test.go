@@ -566,7 +566,7 @@ func TestPopsOverloaded(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := nc.Request("comb.pop.o", []byte(`{"wait_ms":2000}`), reqTimeout)
+			_, err := nc.Request("comb.pop.o", []byte(`{"wait_ms":500}`), reqTimeout)
 			if err != nil {
 				t.Error(err)
 			}
@@ -574,9 +574,69 @@ func TestPopsOverloaded(t *testing.T) {
 	}
 	waitFor(t, func() bool { return env.Bridge.Waiting() == 2 })
 	requireError(t, request(t, nc, "comb.pop.o", `{}`), 429, "overloaded")
-	push(t, nc, "o", `{"messages":[{"data":1}]}`)
 	wg.Wait()
-	require.Empty(t, pop(t, nc, "o", ``), "one of the woken pops leased the message")
+	require.Empty(t, pop(t, nc, "o", ``), "a slot is free again")
+	require.EqualValues(t, 1, env.Bridge.Stats().Overloaded)
+}
+
+// TestLongPollWakesOnlyWhatIsReady checks that a push wakes one waiting
+// pop per group, and those that asked for its partition, not every pop of
+// the queue.
+func TestLongPollWakesOnlyWhatIsReady(t *testing.T) {
+	t.Parallel()
+	env := combtest.StartWith(t, combtest.Options{Bridge: bridge.Config{RetryInterval: time.Hour}})
+	nc := env.NC
+	call(t, nc, "comb.configure.w", ``, nil)
+	type result struct {
+		name string
+		n    int
+	}
+	results := make(chan result, 8)
+	poll := func(name, body string) {
+		var rep struct {
+			Messages []msgOut `json:"messages"`
+		}
+		m, err := nc.Request("comb.pop.w", []byte(body), reqTimeout)
+		if err == nil {
+			err = json.Unmarshal(m.Data, &rep)
+		}
+		if err != nil {
+			t.Error(err)
+		}
+		results <- result{name, len(rep.Messages)}
+	}
+	bodies := map[string]string{
+		"g1": `{"group":"g","wait_ms":1500}`, "g2": `{"group":"g","wait_ms":1500}`, "g3": `{"group":"g","wait_ms":1500}`,
+		"h": `{"group":"h","wait_ms":1500}`, "g-eu": `{"group":"g","partition":"eu","wait_ms":1500}`,
+	}
+	for name, body := range bodies {
+		go poll(name, body)
+	}
+	waitFor(t, func() bool { return env.Bridge.Waiting() == 5 })
+	push(t, nc, "w", `{"messages":[{"partition":"us","data":1}]}`)
+
+	// One pop of g and the pop of h get the message at once.
+	got := map[string]int{}
+	for range 2 {
+		select {
+		case r := <-results:
+			got[r.name] = r.n
+		case <-time.After(reqTimeout):
+			t.Fatal("no pop was woken")
+		}
+	}
+	require.Equal(t, 1, got["h"])
+	delete(got, "h")
+	require.Len(t, got, 1)
+	for name, n := range got {
+		require.Contains(t, []string{"g1", "g2", "g3"}, name)
+		require.Equal(t, 1, n)
+	}
+	require.Equal(t, 3, env.Bridge.Waiting(), "the others still wait")
+	for range 3 {
+		r := <-results
+		require.Zero(t, r.n, r.name)
+	}
 }
 
 func TestStopAnswersLongPolls(t *testing.T) {

@@ -222,9 +222,12 @@ func (p *popper) expire(job *popJob) {
 	}
 }
 
-// wake retries every waiter of queue, and makes pops of queue that are
-// trying right now try again before they wait.
-func (p *popper) wake(queue string) {
+// wake makes pops of queue that are trying right now try again before
+// they wait, and retries the waiters that targets may satisfy: per group,
+// as many waiters without a partition as targets name partitions for that
+// group or for every group, and every waiter whose partition is named. A
+// nil targets retries every waiter.
+func (p *popper) wake(queue string, targets []wakeTarget) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	wq := p.queues[queue]
@@ -232,8 +235,39 @@ func (p *popper) wake(queue string) {
 		return
 	}
 	wq.seq++
+	if targets == nil {
+		for job := range wq.waiters {
+			p.unparkLocked(wq, job)
+		}
+		return
+	}
+	// Per group, how many waiters without a partition to try; and which
+	// (group, partition) pairs were named.
+	budget := map[string]int{}
+	anyGroup := 0
+	named := make(map[wakeTarget]struct{}, len(targets))
+	for _, t := range targets {
+		if t.group == "" {
+			anyGroup++
+		} else {
+			budget[t.group]++
+		}
+		named[t] = struct{}{}
+	}
 	for job := range wq.waiters {
-		p.unparkLocked(wq, job)
+		g, part := job.req.Group, job.req.Partition
+		if part != "" {
+			_, forAll := named[wakeTarget{"", part}]
+			_, forGroup := named[wakeTarget{g, part}]
+			if forAll || forGroup {
+				p.unparkLocked(wq, job)
+			}
+			continue
+		}
+		if budget[g]+anyGroup > 0 {
+			budget[g]--
+			p.unparkLocked(wq, job)
+		}
 	}
 }
 

@@ -166,7 +166,7 @@ func (b *Bridge) flushPush(batch []*pushJob) {
 	err := b.st.Push(ctx, reqs)
 	cancel()
 	b.stats[wire.VerbPush].transactions.Add(1)
-	var woken []string
+	var wake wakeSet
 	for _, j := range batch {
 		if j.req.Err == nil && err != nil {
 			j.req.Err = err
@@ -179,13 +179,12 @@ func (b *Bridge) flushPush(batch []*pushJob) {
 		}
 		for _, r := range j.req.Results {
 			if r.Status == store.StatusStored {
-				woken = addOnce(woken, j.req.Queue)
-				break
+				wake.add(j.req.Queue, "", r.Partition)
 			}
 		}
 	}
 	// Wake pops first: the replies below do not depend on them.
-	b.wakeQueues(woken)
+	b.publishWakes(&wake)
 	for _, j := range batch {
 		if j.req.Err != nil {
 			b.respondError(j.call, j.req.Err)
