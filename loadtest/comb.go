@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/nats-io/nats.go"
 
 	comb "github.com/combmq/comb/clients/go"
@@ -30,12 +31,18 @@ const (
 
 func newCombBackend(ctx context.Context, cfg *Config, log *slog.Logger) (*combBackend, error) {
 	b := &combBackend{cfg: cfg, parts: partitionNames(cfg.Partitions)}
+	// A broker that is still starting (docker compose starts the loader
+	// next to it) is waited for, until ctx ends.
 	for i := range cfg.Conns {
-		nc, err := nats.Connect(cfg.NATSURL,
-			nats.Name("comb-loadtest-"+strconv.Itoa(i)),
-			nats.MaxReconnects(-1),
-			nats.ReconnectWait(250*time.Millisecond),
-		)
+		var nc *nats.Conn
+		err := retry(ctx, func(context.Context) (err error) {
+			nc, err = nats.Connect(cfg.NATSURL,
+				nats.Name("comb-loadtest-"+strconv.Itoa(i)),
+				nats.MaxReconnects(-1),
+				nats.ReconnectWait(250*time.Millisecond),
+			)
+			return err
+		})
 		if err != nil {
 			b.close()
 			return nil, fmt.Errorf("connect to %s: %w", cfg.NATSURL, err)
@@ -44,7 +51,14 @@ func newCombBackend(ctx context.Context, cfg *Config, log *slog.Logger) (*combBa
 		b.clients = append(b.clients, comb.New(nc))
 	}
 	retention := int64(cfg.CompletedRetention / time.Second)
-	if _, err := b.clients[0].Configure(ctx, cfg.Queue, comb.ConfigPatch{CompletedRetentionS: &retention}); err != nil {
+	err := retry(ctx, func(actx context.Context) error {
+		_, err := b.clients[0].Configure(actx, cfg.Queue, comb.ConfigPatch{CompletedRetentionS: &retention})
+		if errors.Is(err, comb.ErrBadRequest) {
+			return backoff.Permanent(err)
+		}
+		return err
+	})
+	if err != nil {
 		b.close()
 		return nil, fmt.Errorf("configure queue %s: %w", cfg.Queue, err)
 	}
@@ -53,6 +67,21 @@ func newCombBackend(ctx context.Context, cfg *Config, log *slog.Logger) (*combBa
 		log.Info("loadtest: broker process not found on this host; its memory and CPU columns stay empty (set -broker-pid)")
 	}
 	return b, nil
+}
+
+// retry calls f until it succeeds, returns a backoff.Permanent error, or
+// ctx or half a minute ends, and returns f's last error. Each attempt gets
+// its own deadline so that one hung request cannot use the whole budget.
+func retry(ctx context.Context, f func(ctx context.Context) error) error {
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval = 100 * time.Millisecond
+	bo.MaxInterval = 2 * time.Second
+	bo.MaxElapsedTime = 30 * time.Second
+	return backoff.Retry(func() error {
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		return f(actx)
+	}, backoff.WithContext(bo, ctx))
 }
 
 // partitionNames names partition i "p<i>".

@@ -1,0 +1,255 @@
+package loadtest_test
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/url"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
+
+	"github.com/combmq/comb/internal/cli"
+)
+
+// There is no Docker engine on the development machines, so this test is
+// what keeps docker-compose.yml and the Dockerfile true to the code: the
+// services, their ports and wiring, and every flag passed to comb, which
+// must parse with the real flag sets of `comb serve` and `comb loadtest`.
+
+type composeService struct {
+	Image string `yaml:"image"`
+	Build *struct {
+		Context    string `yaml:"context"`
+		Dockerfile string `yaml:"dockerfile"`
+	} `yaml:"build"`
+	Command     []string          `yaml:"command"`
+	Ports       []string          `yaml:"ports"`
+	Profiles    []string          `yaml:"profiles"`
+	Pid         string            `yaml:"pid"`
+	User        string            `yaml:"user"`
+	Environment map[string]string `yaml:"environment"`
+	DependsOn   map[string]struct {
+		Condition string `yaml:"condition"`
+	} `yaml:"depends_on"`
+	Volumes     []string       `yaml:"volumes"`
+	Healthcheck map[string]any `yaml:"healthcheck"`
+	ShmSize     string         `yaml:"shm_size"`
+	Restart     string         `yaml:"restart"`
+}
+
+type composeFile struct {
+	Name     string                    `yaml:"name"`
+	Services map[string]composeService `yaml:"services"`
+	Volumes  map[string]any            `yaml:"volumes"`
+}
+
+func loadCompose(t *testing.T) composeFile {
+	t.Helper()
+	b, err := os.ReadFile("../docker-compose.yml")
+	require.NoError(t, err)
+	var f composeFile
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true) // a misspelt key is an error, not a silent no-op
+	require.NoError(t, dec.Decode(&f))
+	return f
+}
+
+// flagValues reads -name value, -name=value and bare boolean -name from a
+// command's arguments (after the subcommand).
+func flagValues(t *testing.T, args []string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		require.True(t, strings.HasPrefix(a, "-"), "argument %q is not a flag", a)
+		name := strings.TrimLeft(a, "-")
+		if k, v, ok := strings.Cut(name, "="); ok {
+			out[k] = v
+			continue
+		}
+		if i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
+			out[name] = args[i+1]
+			i++
+			continue
+		}
+		out[name] = "true"
+	}
+	return out
+}
+
+// parsesWithRealFlags runs `comb <cmd> <args> -h`: the flag package parses
+// every argument before it reaches -h, so exit 0 means every flag exists
+// and every value parses; anything else prints why.
+func parsesWithRealFlags(t *testing.T, cmd string, args []string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	env := cli.Env{Stdout: &stdout, Stderr: &stderr, Getenv: func(string) string { return "" }, Exit: func(int) {}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	code := cli.Run(ctx, env, append(append([]string{cmd}, args...), "-h"))
+	require.Zero(t, code, "comb %s %s: %s", cmd, strings.Join(args, " "), stderr.String())
+	for name := range flagValues(t, args) {
+		require.Contains(t, stderr.String()+stdout.String(), "-"+name+", $"+cli.EnvName(name), "comb %s -h documents -%s", cmd, name)
+	}
+}
+
+// containerPort returns the container side of a "host:container" mapping.
+func containerPorts(t *testing.T, ports []string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, p := range ports {
+		host, ctr, ok := strings.Cut(p, ":")
+		require.True(t, ok, "port mapping %q", p)
+		out[ctr] = host
+	}
+	return out
+}
+
+func TestComposeFile(t *testing.T) {
+	t.Parallel()
+	f := loadCompose(t)
+	names := make([]string, 0, len(f.Services))
+	for n := range f.Services {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	require.Equal(t, []string{"comb", "loadtest", "postgres"}, names)
+
+	// PostgreSQL: durable commits, spaced checkpoints, enough WAL.
+	pg := f.Services["postgres"]
+	require.Empty(t, pg.Profiles, "postgres runs in plain `docker compose up`")
+	require.True(t, strings.HasPrefix(pg.Image, "postgres:15"), "the major version the tests run against")
+	require.Equal(t, "5432", containerPorts(t, pg.Ports)["5432"])
+	require.NotEmpty(t, pg.Healthcheck)
+	require.Equal(t, "postgres", pg.Command[0])
+	settings := map[string]string{}
+	for i := 1; i < len(pg.Command); i += 2 {
+		require.Equal(t, "-c", pg.Command[i])
+		require.Less(t, i+1, len(pg.Command))
+		k, v, ok := strings.Cut(pg.Command[i+1], "=")
+		require.True(t, ok, pg.Command[i+1])
+		settings[k] = v
+	}
+	require.Equal(t, "on", settings["synchronous_commit"], "a push reply means durable")
+	require.Equal(t, "on", settings["fsync"])
+	require.GreaterOrEqual(t, sizeGB(t, settings["max_wal_size"]), 4.0, "max_wal_size large enough to space checkpoints")
+	cpt, err := time.ParseDuration(strings.TrimSuffix(settings["checkpoint_timeout"], "in")) // 15min -> 15m
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, cpt, 10*time.Minute)
+	for _, k := range []string{"POSTGRES_USER", "POSTGRES_PASSWORD", "POSTGRES_DB"} {
+		require.NotEmpty(t, pg.Environment[k], k)
+	}
+
+	// Comb, built from the repository's Dockerfile.
+	cb := f.Services["comb"]
+	require.Empty(t, cb.Profiles, "comb runs in plain `docker compose up`")
+	require.NotNil(t, cb.Build)
+	require.Equal(t, ".", cb.Build.Context)
+	require.Equal(t, "Dockerfile", cb.Build.Dockerfile)
+	require.NotEmpty(t, cb.Image, "the loader reuses the image by name")
+	require.Equal(t, "service_healthy", cb.DependsOn["postgres"].Condition)
+	require.Equal(t, "serve", cb.Command[0])
+	parsesWithRealFlags(t, "serve", cb.Command[1:])
+	serve := flagValues(t, cb.Command[1:])
+	_, natsPort, err := net.SplitHostPort(serve["nats-listen"])
+	require.NoError(t, err)
+	ports := containerPorts(t, cb.Ports)
+	require.Contains(t, ports, natsPort, "the NATS port is published")
+	require.Contains(t, ports, serve["nats-http"], "the monitoring port is published")
+	pgURL, err := url.Parse(serve["postgres-url"])
+	require.NoError(t, err)
+	require.Equal(t, "postgres", pgURL.Hostname(), "serve reaches the postgres service")
+	require.Equal(t, "5432", pgURL.Port())
+	require.Equal(t, pg.Environment["POSTGRES_USER"], pgURL.User.Username())
+	pw, _ := pgURL.User.Password()
+	require.Equal(t, pg.Environment["POSTGRES_PASSWORD"], pw)
+	require.Equal(t, "/"+pg.Environment["POSTGRES_DB"], pgURL.Path)
+	require.True(t, hasMount(cb.Volumes, serve["data-dir"]), "the data directory is a volume")
+
+	// The loader, only under the soak profile.
+	lt := f.Services["loadtest"]
+	require.Equal(t, []string{"soak"}, lt.Profiles)
+	require.Equal(t, cb.Image, lt.Image)
+	require.Contains(t, lt.DependsOn, "comb")
+	require.Equal(t, "loadtest", lt.Command[0])
+	parsesWithRealFlags(t, "loadtest", lt.Command[1:])
+	load := flagValues(t, lt.Command[1:])
+	natsURL, err := url.Parse(load["nats"])
+	require.NoError(t, err)
+	require.Equal(t, "comb", natsURL.Hostname(), "the loader reaches the comb service")
+	require.Equal(t, natsPort, natsURL.Port())
+	require.Equal(t, serve["postgres-url"], load["postgres-url"], "the sampler reads the broker's database")
+	require.Equal(t, "service:comb", lt.Pid, "the sampler sees comb's process")
+	require.Equal(t, "1", load["broker-pid"], "comb is pid 1 of its container")
+	require.Equal(t, "true", load["verify"])
+	require.True(t, hasMount(lt.Volumes, load["out"]), "the loader's files land on the host")
+	for _, k := range []string{"openloop", "200", "100", "256"} {
+		require.Contains(t, lt.Command, k, "the reference shape")
+	}
+	require.Equal(t, "openloop", load["mode"])
+
+	for _, v := range []string{"pgdata", "combdata"} {
+		require.Contains(t, f.Volumes, v)
+	}
+}
+
+func hasMount(volumes []string, target string) bool {
+	for _, v := range volumes {
+		if parts := strings.Split(v, ":"); len(parts) >= 2 && parts[1] == target {
+			return true
+		}
+	}
+	return false
+}
+
+// sizeGB reads a PostgreSQL size setting such as 16GB or 4096MB.
+func sizeGB(t *testing.T, s string) float64 {
+	t.Helper()
+	m := regexp.MustCompile(`^(\d+)(MB|GB|TB)$`).FindStringSubmatch(s)
+	require.NotNil(t, m, "size %q", s)
+	n, err := strconv.ParseFloat(m[1], 64)
+	require.NoError(t, err)
+	switch m[2] {
+	case "MB":
+		return n / 1024
+	case "TB":
+		return n * 1024
+	}
+	return n
+}
+
+func TestDockerfile(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../Dockerfile")
+	require.NoError(t, err)
+	df := string(b)
+	froms := regexp.MustCompile(`(?m)^FROM\s+(\S+)`).FindAllStringSubmatch(df, -1)
+	require.GreaterOrEqual(t, len(froms), 2, "a multi-stage build")
+	gomod, err := os.ReadFile("../go.mod")
+	require.NoError(t, err)
+	goVer := regexp.MustCompile(`(?m)^go (\d+\.\d+)`).FindSubmatch(gomod)
+	require.NotNil(t, goVer)
+	require.Equal(t, "golang:"+string(goVer[1]), froms[0][1], "the build stage uses go.mod's Go release")
+	require.Contains(t, df, "./cmd/comb")
+	require.Regexp(t, `(?m)^ENTRYPOINT \["/usr/local/bin/comb"\]`, df)
+	require.Regexp(t, `(?m)^EXPOSE .*\b4222\b`, df)
+	require.Contains(t, df, "COPY --from=build /out/comb /usr/local/bin/comb")
+
+	// The image's default command is a valid `comb serve`.
+	cmd := regexp.MustCompile(`(?m)^CMD \[(.*)\]`).FindStringSubmatch(df)
+	require.NotNil(t, cmd)
+	var args []string
+	for a := range strings.SplitSeq(cmd[1], ",") {
+		args = append(args, strings.Trim(strings.TrimSpace(a), `"`))
+	}
+	require.Equal(t, "serve", args[0])
+	parsesWithRealFlags(t, "serve", args[1:])
+}
