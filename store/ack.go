@@ -121,8 +121,8 @@ func (s *Store) Ack(ctx context.Context, reqs []*AckRequest) error {
 		f := fast{r: r, pids: make([]int64, len(r.Acks))}
 		for i, a := range r.Acks {
 			pid := ids[a.Partition]
-			if pid != 0 && leasePartition(a.Lease) != pid {
-				pid = -1
+			if pid != 0 {
+				pid = checkLease(a.Lease, pid)
 			}
 			f.pids[i] = pid
 			if pid > 0 {
@@ -170,11 +170,31 @@ func (s *Store) Ack(ctx context.Context, reqs []*AckRequest) error {
 	return nil
 }
 
+// Codes checkLease returns in place of a partition id.
+const (
+	leaseMalformed = -1
+	leaseElsewhere = -2
+)
+
+// checkLease returns pid when the lease id names partition pid, else
+// leaseMalformed or leaseElsewhere.
+func checkLease(lease string, pid int64) int64 {
+	switch lp := leasePartition(lease); {
+	case lp < 0:
+		return leaseMalformed
+	case lp != pid:
+		return leaseElsewhere
+	}
+	return pid
+}
+
 func judgeAck(pid int64, held map[leaseKey]leaseSpan, k leaseKey, off int64) AckResult {
-	switch {
-	case pid == 0:
+	switch pid {
+	case 0:
 		return AckResult{Error: errUnknownPart}
-	case pid < 0:
+	case leaseMalformed:
+		return AckResult{Error: errLeaseGone}
+	case leaseElsewhere:
 		return AckResult{Error: errLeaseMismatch}
 	}
 	sp, ok := held[k]
@@ -253,7 +273,7 @@ func (s *Store) ackInOrder(ctx context.Context, q Queue, r *AckRequest, ids map[
 				case pid == 0:
 					r.Results[i] = AckResult{Error: errUnknownPart}
 					continue
-				case leasePartition(a.Lease) != pid:
+				case checkLease(a.Lease, pid) == leaseElsewhere:
 					r.Results[i] = AckResult{Error: errLeaseMismatch}
 					continue
 				case c == nil || !c.live || c.lease != a.Lease:

@@ -121,6 +121,7 @@ func (s *Store) Pop(ctx context.Context, req PopRequest) ([]Message, error) {
 		return nil, fmt.Errorf("pop: %w", classify(err))
 	}
 	out := make([]Message, 0, maxN)
+	var leases []leasedRange
 	var (
 		partID, lo, hi, delivered, base int64
 		count, attempts                 int32
@@ -130,6 +131,9 @@ func (s *Store) Pop(ctx context.Context, req PopRequest) ([]Message, error) {
 	)
 	_, err = pgx.ForEachRow(rows, []any{&partID, &name, &lo, &hi, &lease, &attempts, &delivered,
 		&base, &count, &created, &payload}, func() error {
+		if n := len(leases); n == 0 || leases[n-1].pid != partID {
+			leases = append(leases, leasedRange{pid: partID, lo: lo, hi: hi, prev: delivered, lease: lease})
+		}
 		// pgx reuses payload's memory for the next row: copy it once per
 		// segment, and let the messages alias the copy.
 		rest := append([]byte(nil), payload...)
@@ -148,7 +152,7 @@ func (s *Store) Pop(ctx context.Context, req PopRequest) ([]Message, error) {
 			}
 			out = append(out, Message{
 				Partition: name, Offset: off, ID: string(id), Lease: lease,
-				Attempt: att, CreatedAt: created, Data: data,
+				Attempt: att, CreatedAt: created, Data: data, pid: partID,
 			})
 		}
 		return nil
@@ -156,7 +160,79 @@ func (s *Store) Pop(ctx context.Context, req PopRequest) ([]Message, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pop: %w", classify(err))
 	}
+	if req.MaxBytes > 0 {
+		if out, err = s.trimPop(ctx, req, group, out, leases); err != nil {
+			return nil, err
+		}
+	}
 	return out, nil
+}
+
+// leasedRange is what one pop leased of one partition.
+type leasedRange struct {
+	pid, lo, hi, prev int64 // prev: delivered_upto before the pop
+	lease             string
+}
+
+// trimPopSQL shrinks leases to what a trimmed pop returns ($4 is the last
+// offset returned, lo - 1 when none): a lease that returned nothing is
+// released with its attempt given back; with auto-ack the cursor goes back
+// to just past the last message returned. The guards (our lease id, or an
+// auto-ack cursor nobody moved since) leave a cursor alone that another
+// consumer took over meanwhile.
+const trimPopSQL = `
+UPDATE comb_cursors c SET
+    lease_upto  = CASE WHEN x.upto < x.lo THEN NULL ELSE x.upto END,
+    lease_from  = CASE WHEN x.upto < x.lo THEN NULL ELSE c.lease_from END,
+    lease_id    = CASE WHEN x.upto < x.lo THEN NULL ELSE c.lease_id END,
+    lease_until = CASE WHEN x.upto < x.lo THEN NULL ELSE c.lease_until END,
+    committed   = CASE WHEN $5 THEN x.upto + 1 ELSE c.committed END,
+    delivered_upto = greatest(x.prev, x.upto),
+    attempts    = CASE WHEN x.upto >= x.lo OR $5 THEN c.attempts
+                       WHEN x.lo <= x.prev THEN greatest(c.attempts - 1, 0) ELSE 0 END
+FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $6::bigint[], $7::text[])
+     AS x(pid, lo, prev, upto, hi, lease)
+WHERE c.partition_id = x.pid AND c.group_name = $8
+  AND CASE WHEN $5 THEN c.committed = x.hi + 1 ELSE c.lease_id = x.lease END`
+
+// trimPop keeps the prefix of out that fits req.MaxBytes and gives back the
+// rest of the leases.
+func (s *Store) trimPop(ctx context.Context, req PopRequest, group string, out []Message, leases []leasedRange) ([]Message, error) {
+	size := req.SizeOf
+	if size == nil {
+		size = func(m *Message) int { return len(m.Data) + len(m.ID) + len(m.Partition) + 64 }
+	}
+	total, keep := 0, 0
+	for keep < len(out) {
+		total += size(&out[keep])
+		if total > req.MaxBytes && keep > 0 {
+			break
+		}
+		keep++
+	}
+	if keep == len(out) {
+		return out, nil
+	}
+	last := map[int64]int64{} // partition id -> last offset kept
+	for _, l := range leases {
+		last[l.pid] = l.lo - 1
+	}
+	for _, m := range out[:keep] {
+		last[m.pid] = m.Offset
+	}
+	var pids, los, prevs, uptos, his []int64
+	var ls []string
+	for _, l := range leases {
+		if last[l.pid] == l.hi {
+			continue
+		}
+		pids, los, prevs, uptos, his = append(pids, l.pid), append(los, l.lo), append(prevs, l.prev), append(uptos, last[l.pid]), append(his, l.hi)
+		ls = append(ls, l.lease)
+	}
+	if _, err := s.popPool.Exec(ctx, trimPopSQL, pids, los, prevs, uptos, req.AutoAck, his, ls, group); err != nil {
+		return nil, fmt.Errorf("pop: give back what does not fit: %w", classify(err))
+	}
+	return out[:keep], nil
 }
 
 // leaseToken is the random part of the lease ids of one pop; the id also

@@ -118,8 +118,12 @@ func (s *Store) plan(ctx context.Context, reqs []*PushRequest) (*pushPlan, error
 				m.Partition = DefaultPartition
 			}
 			if int64(len(m.Data)) > q.Config.MaxMessageBytes {
-				r.Err = fmt.Errorf("%w: message %d is %d bytes, over the queue's max_message_bytes of %d",
-					ErrTooLarge, j, len(m.Data), q.Config.MaxMessageBytes)
+				which := fmt.Sprintf("message %d", j)
+				if len(r.Messages) == 1 {
+					which = "the message"
+				}
+				r.Err = fmt.Errorf("%w: %s is %d bytes, over the queue's max_message_bytes of %d",
+					ErrTooLarge, which, len(m.Data), q.Config.MaxMessageBytes)
 				break
 			}
 			if !slices.Contains(names, m.Partition) {

@@ -472,3 +472,52 @@ func TestTooLargeMessage(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(1), info.Messages, "the refused request stored nothing")
 }
+
+func TestPopTrimmedToMaxBytesGivesBackTheRest(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx := ctxT(t)
+	pushN(t, st, "q", "a", 0, 5)
+	pushN(t, st, "q", "b", 0, 5)
+	size := func(*store.Message) int { return 10 }
+
+	ms, err := st.Pop(ctx, store.PopRequest{Queue: "q", Max: 10, Partitions: 2, MaxBytes: 30, SizeOf: size})
+	require.NoError(t, err)
+	require.Len(t, ms, 3, "three 10-byte messages fit in 30")
+	first := ms[0].Partition
+	// Acking the last message returned ends the lease: nothing beyond it
+	// stayed leased.
+	require.True(t, ack(t, st, "q", "", store.Ack{Partition: first, Offset: 2, Lease: ms[0].Lease})[0].OK)
+	// The other partition returned nothing and was released at once; the
+	// rest of both comes with attempt 1, having never been seen.
+	rest, err := st.Pop(ctx, store.PopRequest{Queue: "q", Max: 100, Partitions: 2})
+	require.NoError(t, err)
+	require.Len(t, rest, 7)
+	for _, m := range rest {
+		require.Equal(t, 1, m.Attempt)
+	}
+
+	// Auto-ack: what did not fit is not lost.
+	pushN(t, st, "auto", "p", 0, 4)
+	got := 0
+	for range 4 {
+		ms, err := st.Pop(ctx, store.PopRequest{Queue: "auto", Max: 10, AutoAck: true, MaxBytes: 15, SizeOf: size})
+		require.NoError(t, err)
+		require.Len(t, ms, 1, "at least one message, even over the bound's half")
+		require.Equal(t, int64(got), ms[0].Offset)
+		got++
+	}
+	ms, err = st.Pop(ctx, store.PopRequest{Queue: "auto", AutoAck: true})
+	require.NoError(t, err)
+	require.Empty(t, ms)
+}
+
+func TestMadeUpLeaseSaysSo(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	pushN(t, st, "q", "p", 0, 1)
+	_, err := st.Pop(ctxT(t), store.PopRequest{Queue: "q"})
+	require.NoError(t, err)
+	res := ack(t, st, "q", "", store.Ack{Partition: "p", Offset: 0, Lease: "l-x"})
+	require.Contains(t, res[0].Error, "lease expired or not held")
+}

@@ -117,6 +117,14 @@ type PopRequest struct {
 	LeaseMS    int64  // 0 means the queue's lease_ms
 	AutoAck    bool
 	From       From
+	// MaxBytes bounds the reply: when the leased messages' SizeOf adds up
+	// to more, Pop returns the prefix that fits (at least one message) and
+	// shrinks the leases to what it returns, so nothing stays leased unseen.
+	// 0 means no bound.
+	MaxBytes int
+	// SizeOf is a message's size in the reply; nil counts data, id and
+	// partition bytes plus 64.
+	SizeOf func(*Message) int
 }
 
 // Message is a delivered message.
@@ -128,6 +136,8 @@ type Message struct {
 	Attempt   int
 	CreatedAt time.Time
 	Data      []byte
+
+	pid int64 // the partition's id, for trimming a pop
 }
 
 // Ack statuses.
