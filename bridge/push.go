@@ -22,6 +22,9 @@ func (b *Bridge) handlePush(req micro.Request) {
 		b.fail(req, err)
 		return
 	}
+	if b.pushFull(req, wire.VerbPush) {
+		return
+	}
 	msgs, err := wire.DecodePush(req.Data(), b.lim)
 	if err != nil {
 		b.fail(req, err)
@@ -34,6 +37,9 @@ func (b *Bridge) handlePut(req micro.Request) {
 	queue, err := b.queueOf(req)
 	if err != nil {
 		b.fail(req, err)
+		return
+	}
+	if b.pushFull(req, wire.VerbPut) {
 		return
 	}
 	h := req.Headers()
@@ -76,6 +82,18 @@ func equalFold(a, b string) bool {
 			return false
 		}
 	}
+	return true
+}
+
+// pushFull refuses a push at once, before the work of decoding it, when
+// the push path is already at one of its bounds. enqueuePush checks again
+// exactly; this is only a cheap early answer under overload.
+func (b *Bridge) pushFull(req micro.Request, verb string) bool {
+	if len(b.pushCh) < cap(b.pushCh) && b.pushBytes.Load()+int64(len(req.Data())) <= int64(b.cfg.PendingBytes) {
+		return false
+	}
+	b.stats[verb].overloaded.Add(1)
+	b.fail(req, wire.Errorf(wire.CodeTooMany, "overloaded, retry later"))
 	return true
 }
 
