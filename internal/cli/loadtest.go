@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 
@@ -40,16 +41,18 @@ writes the files; a second Ctrl-C exits at once.`
 
 // parseLoadtest reads flags, then environment twins. Errors have been
 // printed to w when it returns; Run validates the rest.
-func parseLoadtest(args []string, getenv func(string) string, w io.Writer) (loadtest.Config, string, error) {
+func parseLoadtest(args []string, getenv func(string) string, w io.Writer) (loadtest.Config, loadtestExtras, error) {
 	cfg := loadtest.DefaultConfig()
 	fs := loadtestFlags(&cfg, w)
+	var extras loadtestExtras
+	fs.StringVar(&extras.cpuProfile, "cpuprofile", "", "write the loader's own CPU profile (pprof) to this file")
 	mode := fs.Lookup("mode")
 	targets := fs.Lookup("target")
 	syncs := fs.Lookup("jetstream-sync")
 	enc := fs.Lookup("payload-encoding")
 	logLevel := fs.Lookup("log-level")
 	if err := parseWithEnv(fs, args, getenv); err != nil {
-		return cfg, "", err
+		return cfg, extras, err
 	}
 	cfg.Mode = loadtest.Mode(mode.Value.String())
 	cfg.Encoding = loadtest.Encoding(enc.Value.String())
@@ -61,7 +64,15 @@ func parseLoadtest(args []string, getenv func(string) string, w io.Writer) (load
 	for _, s := range splitList(syncs.Value.String()) {
 		cfg.JetStreamSyncs = append(cfg.JetStreamSyncs, loadtest.JetStreamSync(s))
 	}
-	return cfg, logLevel.Value.String(), nil
+	extras.logLevel = logLevel.Value.String()
+	return cfg, extras, nil
+}
+
+// loadtestExtras are the flags that belong to the command, not to the
+// load test.
+type loadtestExtras struct {
+	logLevel   string
+	cpuProfile string
 }
 
 func loadtestFlags(cfg *loadtest.Config, w io.Writer) *flag.FlagSet {
@@ -127,14 +138,27 @@ func joinSyncs(ss []loadtest.JetStreamSync) string {
 }
 
 func runLoadtest(ctx context.Context, env Env, args []string) int {
-	cfg, levelName, err := parseLoadtest(args, env.Getenv, env.Stderr)
+	cfg, extras, err := parseLoadtest(args, env.Getenv, env.Stderr)
 	if err != nil {
 		return usageExit(err)
 	}
 	var level slog.Level
-	if err := level.UnmarshalText([]byte(levelName)); err != nil {
-		fmt.Fprintf(env.Stderr, "comb loadtest: -log-level %q: want debug, info, warn or error\n", levelName)
+	if err := level.UnmarshalText([]byte(extras.logLevel)); err != nil {
+		fmt.Fprintf(env.Stderr, "comb loadtest: -log-level %q: want debug, info, warn or error\n", extras.logLevel)
 		return 2
+	}
+	if extras.cpuProfile != "" {
+		f, err := os.Create(extras.cpuProfile)
+		if err != nil {
+			fmt.Fprintf(env.Stderr, "comb loadtest: -cpuprofile: %v\n", err)
+			return 2
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(env.Stderr, "comb loadtest: -cpuprofile: %v\n", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
 
