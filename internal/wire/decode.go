@@ -2,7 +2,6 @@ package wire
 
 import (
 	"encoding/base64"
-	"encoding/json"
 	"strconv"
 	"time"
 
@@ -67,20 +66,6 @@ func (l Limits) checkRequest(body []byte) error {
 	return nil
 }
 
-// pushJSON is a push request body.
-type pushJSON struct {
-	Messages []pushMessageJSON `json:"messages"`
-}
-
-// pushMessageJSON is one message of a push. Data is json.RawMessage so the
-// message's bytes are kept exactly as they appear in the request.
-type pushMessageJSON struct {
-	Partition string          `json:"partition"`
-	ID        string          `json:"id"`
-	Data      json.RawMessage `json:"data"`
-	DataB64   *string         `json:"data_b64"`
-}
-
 // DecodePush decodes and checks a push body:
 // {"messages":[{"partition":"eu","id":"x","data":<JSON>}, {"data_b64":"…"}]}.
 //
@@ -94,48 +79,11 @@ func DecodePush(body []byte, lim Limits) ([]store.PushMessage, error) {
 	if err := lim.checkRequest(body); err != nil {
 		return nil, err
 	}
-	var req pushJSON
-	if err := decodeObject(body, &req); err != nil {
-		if we, _ := AsError(err); we != nil && !isSyntax(we) {
-			if located := decodeElements(body, "messages", func() any { return new(pushMessageJSON) }); located != nil {
-				return nil, located
-			}
-		}
+	raw, err := parsePush(body)
+	if err != nil {
 		return nil, err
 	}
-	if len(req.Messages) == 0 {
-		return nil, badRequest("messages: at least one message is required")
-	}
-	if len(req.Messages) > MaxPushMessages {
-		return nil, Errorf(CodeTooLarge, "messages: %d messages, at most %d per push", len(req.Messages), MaxPushMessages)
-	}
-	out := make([]store.PushMessage, len(req.Messages))
-	for i := range req.Messages {
-		m := &req.Messages[i]
-		pm, err := checkMessage(m.Partition, m.ID, "partition", "id")
-		if err != nil {
-			return nil, prefixError("messages["+strconv.Itoa(i)+"]", err)
-		}
-		switch {
-		case m.Data != nil && m.DataB64 != nil:
-			return nil, badRequest("messages[%d]: both data and data_b64 given; send exactly one", i)
-		case m.Data != nil:
-			pm.Data = m.Data
-		case m.DataB64 != nil:
-			data, err := decodeBase64(*m.DataB64)
-			if err != nil {
-				return nil, badRequest("messages[%d].data_b64: %v", i, err)
-			}
-			pm.Data = data
-		default:
-			return nil, badRequest("messages[%d]: one of data or data_b64 is required (an empty message is \"data_b64\":\"\")", i)
-		}
-		if lim.MaxMessageBytes > 0 && len(pm.Data) > lim.MaxMessageBytes {
-			return nil, Errorf(CodeTooLarge, "messages[%d]: message is %d bytes, over the limit of %d", i, len(pm.Data), lim.MaxMessageBytes)
-		}
-		out[i] = pm
-	}
-	return out, nil
+	return toPushMessages(raw, lim)
 }
 
 // DecodePut checks a put: the body is the message, partition and id come

@@ -1,0 +1,633 @@
+package wire
+
+import (
+	"bytes"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/combmq/comb/store"
+)
+
+// A push body is parsed by hand: it is the one request that carries many
+// messages, and encoding/json spends most of its time there on reflection,
+// a second scan and copies. The parser accepts exactly what encoding/json
+// would decode into pushJSON (field names matched as bytes.EqualFold does,
+// a repeated field wins, null leaves a string field as it was), which
+// FuzzPushParserMatchesEncodingJSON checks; message bytes given as "data"
+// are sliced from the body, never re-encoded.
+
+// maxDepth is encoding/json's nesting limit, kept for the same answers.
+const maxDepth = 10000
+
+type pushParser struct {
+	b []byte
+	i int
+}
+
+// parsePush parses a push body into messages with Partition, ID and either
+// Data (the raw bytes of "data", aliasing body) or B64 set.
+func parsePush(body []byte) ([]rawMessage, error) {
+	p := pushParser{b: body}
+	p.ws()
+	if p.i == len(p.b) {
+		return nil, nil
+	}
+	if p.b[p.i] != '{' {
+		return nil, badRequest("request body must be a JSON object")
+	}
+	var msgs []rawMessage
+	err := p.object(func(key []byte) error {
+		if !fieldIs(key, "messages") {
+			return badRequest("unknown field %q", key)
+		}
+		var err error
+		msgs, err = p.messages(msgs[:0])
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	p.ws()
+	if p.i != len(p.b) {
+		return nil, badRequest("malformed JSON: unexpected data after the object at byte %d", p.i)
+	}
+	return msgs, nil
+}
+
+// rawMessage is one parsed message before its checks.
+type rawMessage struct {
+	partition, id string
+	data          []byte // nil when absent
+	b64           *string
+}
+
+func fieldIs(key []byte, name string) bool {
+	return string(key) == name || bytes.EqualFold(key, []byte(name))
+}
+
+func (p *pushParser) messages(out []rawMessage) ([]rawMessage, error) {
+	p.ws()
+	if p.literal("null") {
+		return nil, nil
+	}
+	if p.i >= len(p.b) || p.b[p.i] != '[' {
+		return nil, p.typeError("messages", "an array")
+	}
+	p.i++
+	p.ws()
+	if p.i < len(p.b) && p.b[p.i] == ']' {
+		p.i++
+		return out, nil
+	}
+	for n := 0; ; n++ {
+		var m rawMessage
+		if err := p.message(&m, n); err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+		p.ws()
+		if p.i >= len(p.b) {
+			return nil, p.eof()
+		}
+		switch p.b[p.i] {
+		case ',':
+			p.i++
+		case ']':
+			p.i++
+			return out, nil
+		default:
+			return nil, p.syntax("after array element")
+		}
+	}
+}
+
+func (p *pushParser) message(m *rawMessage, n int) error {
+	p.ws()
+	if p.literal("null") {
+		return nil
+	}
+	if p.i >= len(p.b) || p.b[p.i] != '{' {
+		return p.typeError("messages["+strconv.Itoa(n)+"]", "an object")
+	}
+	return p.object(func(key []byte) error {
+		switch {
+		case fieldIs(key, "data"):
+			p.ws()
+			start := p.i
+			if err := p.value(1); err != nil {
+				return err
+			}
+			m.data = p.b[start:p.i:p.i]
+		case fieldIs(key, "data_b64"):
+			p.ws()
+			if p.literal("null") {
+				m.b64 = nil
+				return nil
+			}
+			s, err := p.stringField(n, "data_b64")
+			if err != nil {
+				return err
+			}
+			m.b64 = &s
+		case fieldIs(key, "partition"):
+			return p.optString(&m.partition, n, "partition")
+		case fieldIs(key, "id"):
+			return p.optString(&m.id, n, "id")
+		default:
+			return badRequest("messages[%d]: unknown field %q", n, key)
+		}
+		return nil
+	})
+}
+
+// optString parses a string field; null leaves it as it was.
+func (p *pushParser) optString(dst *string, n int, field string) error {
+	p.ws()
+	if p.literal("null") {
+		return nil
+	}
+	s, err := p.stringField(n, field)
+	if err != nil {
+		return err
+	}
+	*dst = s
+	return nil
+}
+
+func (p *pushParser) stringField(n int, field string) (string, error) {
+	if p.i >= len(p.b) || p.b[p.i] != '"' {
+		return "", p.typeError("messages["+strconv.Itoa(n)+"]."+field, "a string")
+	}
+	return p.str()
+}
+
+// object parses an object at p.i ('{' checked by the caller), calling
+// field with each key while p.i is at its value, which field must consume.
+func (p *pushParser) object(field func(key []byte) error) error {
+	p.i++
+	p.ws()
+	if p.i < len(p.b) && p.b[p.i] == '}' {
+		p.i++
+		return nil
+	}
+	for {
+		p.ws()
+		if p.i >= len(p.b) {
+			return p.eof()
+		}
+		if p.b[p.i] != '"' {
+			return p.syntax("looking for beginning of object key string")
+		}
+		key, err := p.key()
+		if err != nil {
+			return err
+		}
+		p.ws()
+		if p.i >= len(p.b) {
+			return p.eof()
+		}
+		if p.b[p.i] != ':' {
+			return p.syntax("after object key")
+		}
+		p.i++
+		if err := field(key); err != nil {
+			return err
+		}
+		p.ws()
+		if p.i >= len(p.b) {
+			return p.eof()
+		}
+		switch p.b[p.i] {
+		case ',':
+			p.i++
+		case '}':
+			p.i++
+			return nil
+		default:
+			return p.syntax("after object key:value pair")
+		}
+	}
+}
+
+// key returns an object key, unescaped only when it has escapes.
+func (p *pushParser) key() ([]byte, error) {
+	start := p.i + 1
+	for j := start; j < len(p.b); j++ {
+		c := p.b[j]
+		if c == '"' {
+			p.i = j + 1
+			return p.b[start:j], nil
+		}
+		if c == '\\' || c < 0x20 || c >= utf8.RuneSelf {
+			break
+		}
+	}
+	s, err := p.str()
+	return []byte(s), err
+}
+
+// str parses a JSON string at p.i and returns its value, as encoding/json
+// would: invalid UTF-8 and lone surrogates become U+FFFD.
+func (p *pushParser) str() (string, error) {
+	p.i++ // opening quote
+	start := p.i
+	// Fast path: no escapes, ASCII or valid UTF-8.
+	ascii := true
+	for j := start; j < len(p.b); j++ {
+		c := p.b[j]
+		switch {
+		case c == '"':
+			if ascii || utf8.Valid(p.b[start:j]) {
+				p.i = j + 1
+				return string(p.b[start:j]), nil
+			}
+			return p.strSlow(start)
+		case c == '\\':
+			return p.strSlow(start)
+		case c < 0x20:
+			p.i = j
+			return "", p.syntax("in string literal")
+		case c >= utf8.RuneSelf:
+			ascii = false
+		}
+	}
+	p.i = len(p.b)
+	return "", p.eof()
+}
+
+func (p *pushParser) strSlow(start int) (string, error) {
+	out := make([]byte, 0, 32)
+	j := start
+	for j < len(p.b) {
+		c := p.b[j]
+		switch {
+		case c == '"':
+			p.i = j + 1
+			return string(out), nil
+		case c < 0x20:
+			p.i = j
+			return "", p.syntax("in string literal")
+		case c == '\\':
+			if j+1 >= len(p.b) {
+				p.i = len(p.b)
+				return "", p.eof()
+			}
+			switch e := p.b[j+1]; e {
+			case '"', '\\', '/':
+				out = append(out, e)
+				j += 2
+			case 'b':
+				out = append(out, '\b')
+				j += 2
+			case 'f':
+				out = append(out, '\f')
+				j += 2
+			case 'n':
+				out = append(out, '\n')
+				j += 2
+			case 'r':
+				out = append(out, '\r')
+				j += 2
+			case 't':
+				out = append(out, '\t')
+				j += 2
+			case 'u':
+				r, ok := hex4(p.b, j+2)
+				if !ok {
+					p.i = j + 2
+					return "", p.badEscape()
+				}
+				j += 6
+				if utf16.IsSurrogate(r) {
+					r2, ok2 := rune(-1), false
+					if j+1 < len(p.b) && p.b[j] == '\\' && p.b[j+1] == 'u' {
+						r2, ok2 = hex4(p.b, j+2)
+					}
+					if dec := utf16.DecodeRune(r, r2); ok2 && dec != utf8.RuneError {
+						r = dec
+						j += 6
+					} else {
+						r = utf8.RuneError
+					}
+				}
+				out = utf8.AppendRune(out, r)
+			default:
+				p.i = j + 1
+				return "", p.syntax("in string escape code")
+			}
+		case c < utf8.RuneSelf:
+			out = append(out, c)
+			j++
+		default:
+			r, size := utf8.DecodeRune(p.b[j:])
+			out = utf8.AppendRune(out, r) // RuneError for invalid bytes, as encoding/json
+			j += size
+		}
+	}
+	p.i = len(p.b)
+	return "", p.eof()
+}
+
+func hex4(b []byte, i int) (rune, bool) {
+	if i+4 > len(b) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[i : i+4] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return 0, false
+		}
+		r = r*16 + rune(c)
+	}
+	return r, true
+}
+
+// value checks the JSON value at p.i and moves past it.
+func (p *pushParser) value(depth int) error {
+	if depth > maxDepth {
+		return badRequest("malformed JSON at byte %d: exceeded max depth", p.i)
+	}
+	if p.i >= len(p.b) {
+		return p.eof()
+	}
+	switch c := p.b[p.i]; {
+	case c == '{':
+		return p.object(func([]byte) error {
+			p.ws()
+			return p.value(depth + 1)
+		})
+	case c == '[':
+		p.i++
+		p.ws()
+		if p.i < len(p.b) && p.b[p.i] == ']' {
+			p.i++
+			return nil
+		}
+		for {
+			p.ws()
+			if err := p.value(depth + 1); err != nil {
+				return err
+			}
+			p.ws()
+			if p.i >= len(p.b) {
+				return p.eof()
+			}
+			switch p.b[p.i] {
+			case ',':
+				p.i++
+			case ']':
+				p.i++
+				return nil
+			default:
+				return p.syntax("after array element")
+			}
+		}
+	case c == '"':
+		return p.skipString()
+	case c == '-' || ('0' <= c && c <= '9'):
+		return p.number()
+	case c == 't':
+		return p.lit("true")
+	case c == 'f':
+		return p.lit("false")
+	case c == 'n':
+		return p.lit("null")
+	}
+	return p.syntax("looking for beginning of value")
+}
+
+// skipString moves past a string, checking it as encoding/json's scanner
+// does (any byte but control characters, valid escapes).
+func (p *pushParser) skipString() error {
+	j := p.i + 1
+	for j < len(p.b) {
+		c := p.b[j]
+		switch {
+		case c == '"':
+			p.i = j + 1
+			return nil
+		case c < 0x20:
+			p.i = j
+			return p.syntax("in string literal")
+		case c == '\\':
+			if j+1 >= len(p.b) {
+				p.i = len(p.b)
+				return p.eof()
+			}
+			switch p.b[j+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				j += 2
+			case 'u':
+				if _, ok := hex4(p.b, j+2); !ok {
+					p.i = j + 2
+					return p.badEscape()
+				}
+				j += 6
+			default:
+				p.i = j + 1
+				return p.syntax("in string escape code")
+			}
+		default:
+			j++
+		}
+	}
+	p.i = len(p.b)
+	return p.eof()
+}
+
+// badEscape reports a malformed \u escape at the first bad hex digit, or
+// the end of input.
+func (p *pushParser) badEscape() error {
+	for k := 0; k < 4; k++ {
+		if p.i >= len(p.b) {
+			return p.eof()
+		}
+		c := p.b[p.i]
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+			return p.syntax("in \\u hexadecimal character escape")
+		}
+		p.i++
+	}
+	return p.syntax("in \\u hexadecimal character escape")
+}
+
+func (p *pushParser) number() error {
+	b, j := p.b, p.i
+	if b[j] == '-' {
+		j++
+	}
+	switch {
+	case j < len(b) && b[j] == '0':
+		j++
+	case j < len(b) && '1' <= b[j] && b[j] <= '9':
+		for j < len(b) && '0' <= b[j] && b[j] <= '9' {
+			j++
+		}
+	default:
+		p.i = j
+		if j >= len(b) {
+			return p.eof()
+		}
+		return p.syntax("in numeric literal")
+	}
+	if j < len(b) && b[j] == '.' {
+		j++
+		if j >= len(b) {
+			p.i = j
+			return p.eof()
+		}
+		if b[j] < '0' || b[j] > '9' {
+			p.i = j
+			return p.syntax("after decimal point in numeric literal")
+		}
+		for j < len(b) && '0' <= b[j] && b[j] <= '9' {
+			j++
+		}
+	}
+	if j < len(b) && (b[j] == 'e' || b[j] == 'E') {
+		j++
+		if j < len(b) && (b[j] == '+' || b[j] == '-') {
+			j++
+		}
+		if j >= len(b) {
+			p.i = j
+			return p.eof()
+		}
+		if b[j] < '0' || b[j] > '9' {
+			p.i = j
+			return p.syntax("in exponent of numeric literal")
+		}
+		for j < len(b) && '0' <= b[j] && b[j] <= '9' {
+			j++
+		}
+	}
+	p.i = j
+	return nil
+}
+
+// lit moves past the literal word, or reports where it goes wrong.
+func (p *pushParser) lit(word string) error {
+	for k := 0; k < len(word); k++ {
+		if p.i >= len(p.b) {
+			return p.eof()
+		}
+		if p.b[p.i] != word[k] {
+			return p.syntax("in literal " + word + " (expecting " + strconv.QuoteRune(rune(word[k])) + ")")
+		}
+		p.i++
+	}
+	return nil
+}
+
+// literal moves past word and reports true when it is next.
+func (p *pushParser) literal(word string) bool {
+	if bytes.HasPrefix(p.b[p.i:], []byte(word)) {
+		p.i += len(word)
+		return true
+	}
+	return false
+}
+
+func (p *pushParser) ws() {
+	for p.i < len(p.b) {
+		switch p.b[p.i] {
+		case ' ', '\t', '\n', '\r':
+			p.i++
+		default:
+			return
+		}
+	}
+}
+
+func (p *pushParser) eof() error {
+	return badRequest("malformed JSON: unexpected end of input")
+}
+
+func (p *pushParser) syntax(context string) error {
+	if p.i >= len(p.b) {
+		return p.eof()
+	}
+	return badRequest("malformed JSON at byte %d: invalid character %s %s", p.i+1, quoteChar(p.b[p.i]), context)
+}
+
+// typeError reports a value of the wrong JSON type for field, after
+// checking that the value is at least well-formed JSON (a syntax error
+// wins, as with encoding/json).
+func (p *pushParser) typeError(field, want string) error {
+	got := "value"
+	if p.i < len(p.b) {
+		switch c := p.b[p.i]; {
+		case c == '"':
+			got = "string"
+		case c == '{':
+			got = "object"
+		case c == '[':
+			got = "array"
+		case c == 't' || c == 'f':
+			got = "bool"
+		case c == '-' || ('0' <= c && c <= '9'):
+			got = "number"
+		}
+	}
+	if err := p.value(1); err != nil {
+		return err
+	}
+	return badRequest("%s: expected %s, got %s", field, want, got)
+}
+
+// quoteChar formats a byte as encoding/json's syntax errors do.
+func quoteChar(c byte) string {
+	if c == '\'' {
+		return `'\''`
+	}
+	if c == '"' {
+		return `'"'`
+	}
+	s := strconv.Quote(string(rune(c)))
+	return "'" + s[1:len(s)-1] + "'"
+}
+
+// toPushMessages applies the message checks to parsed messages.
+func toPushMessages(raw []rawMessage, lim Limits) ([]store.PushMessage, error) {
+	if len(raw) == 0 {
+		return nil, badRequest("messages: at least one message is required")
+	}
+	if len(raw) > MaxPushMessages {
+		return nil, Errorf(CodeTooLarge, "messages: %d messages, at most %d per push", len(raw), MaxPushMessages)
+	}
+	out := make([]store.PushMessage, len(raw))
+	for i := range raw {
+		m := &raw[i]
+		pm, err := checkMessage(m.partition, m.id, "partition", "id")
+		if err != nil {
+			return nil, prefixError("messages["+strconv.Itoa(i)+"]", err)
+		}
+		switch {
+		case m.data != nil && m.b64 != nil:
+			return nil, badRequest("messages[%d]: both data and data_b64 given; send exactly one", i)
+		case m.data != nil:
+			pm.Data = m.data
+		case m.b64 != nil:
+			data, err := decodeBase64(*m.b64)
+			if err != nil {
+				return nil, badRequest("messages[%d].data_b64: %v", i, err)
+			}
+			pm.Data = data
+		default:
+			return nil, badRequest("messages[%d]: one of data or data_b64 is required (an empty message is \"data_b64\":\"\")", i)
+		}
+		if lim.MaxMessageBytes > 0 && len(pm.Data) > lim.MaxMessageBytes {
+			return nil, Errorf(CodeTooLarge, "messages[%d]: message is %d bytes, over the limit of %d", i, len(pm.Data), lim.MaxMessageBytes)
+		}
+		out[i] = pm
+	}
+	return out, nil
+}
