@@ -94,7 +94,7 @@ func IsJSONData(data []byte) bool {
 	case ' ', '\t', '\n', '\r':
 		return false
 	}
-	return utf8.Valid(data) && json.Valid(data)
+	return utf8.Valid(data) && validJSON(data)
 }
 
 // AppendData appends a message's bytes as a JSON object member:

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/json"
 	"regexp"
 	"strings"
@@ -88,6 +89,8 @@ func FuzzDataRoundTrip(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		trimmed := len(bytes.TrimLeft(data, " \t\r\n")) == len(data) && len(bytes.TrimRight(data, " \t\r\n")) == len(data)
+		require.Equal(t, utf8.Valid(data) && json.Valid(data) && trimmed, IsJSONData(data), "%q", data)
 		member := AppendData(nil, data)
 		name := len(`"data":`)
 		if !IsJSONData(data) {

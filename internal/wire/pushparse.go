@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"errors"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -23,6 +24,18 @@ const maxDepth = 10000
 type pushParser struct {
 	b []byte
 	i int
+	// quiet makes errors the bare errNotJSON, for validity checks that
+	// only want a yes or no and must not pay for messages.
+	quiet bool
+}
+
+var errNotJSON = errors.New("not JSON")
+
+// validJSON reports whether b is exactly one JSON value, as json.Valid
+// does but without the surrounding space json.Valid allows.
+func validJSON(b []byte) bool {
+	p := pushParser{b: b, quiet: true}
+	return p.value(1) == nil && p.i == len(b)
 }
 
 // parsePush parses a push body into messages with Partition, ID and either
@@ -353,6 +366,9 @@ func hex4(b []byte, i int) (rune, bool) {
 // value checks the JSON value at p.i and moves past it.
 func (p *pushParser) value(depth int) error {
 	if depth > maxDepth {
+		if p.quiet {
+			return errNotJSON
+		}
 		return badRequest("malformed JSON at byte %d: exceeded max depth", p.i)
 	}
 	if p.i >= len(p.b) {
@@ -548,10 +564,16 @@ func (p *pushParser) ws() {
 }
 
 func (p *pushParser) eof() error {
+	if p.quiet {
+		return errNotJSON
+	}
 	return badRequest("malformed JSON: unexpected end of input")
 }
 
 func (p *pushParser) syntax(context string) error {
+	if p.quiet {
+		return errNotJSON
+	}
 	if p.i >= len(p.b) {
 		return p.eof()
 	}
