@@ -18,8 +18,9 @@ import (
 type combBackend struct {
 	cfg     *Config
 	conns   []*nats.Conn
-	clients []*comb.Client
-	parts   []string // partition names
+	clients []*comb.Client // ClientGo
+	raws    []*rawClient   // ClientRaw
+	parts   []string       // partition names
 	pid     int
 }
 
@@ -49,6 +50,7 @@ func newCombBackend(ctx context.Context, cfg *Config, log *slog.Logger) (*combBa
 		}
 		b.conns = append(b.conns, nc)
 		b.clients = append(b.clients, comb.New(nc))
+		b.raws = append(b.raws, newRawClient(nc, cfg.Queue))
 	}
 	retention := int64(cfg.CompletedRetention / time.Second)
 	err := retry(ctx, func(actx context.Context) error {
@@ -98,7 +100,7 @@ func (b *combBackend) describe() string {
 	if b.pid > 0 {
 		pid = strconv.Itoa(b.pid)
 	}
-	return fmt.Sprintf("Comb at %s (broker pid %s), %d NATS connections", b.cfg.NATSURL, pid, len(b.conns))
+	return fmt.Sprintf("Comb at %s (broker pid %s), %d NATS connections, %s client", b.cfg.NATSURL, pid, len(b.conns), b.cfg.Client)
 }
 
 func (b *combBackend) brokerPID() int { return b.pid }
@@ -112,6 +114,9 @@ func (b *combBackend) close() {
 func (b *combBackend) client(i int) *comb.Client { return b.clients[i%len(b.clients)] }
 
 func (b *combBackend) push(ctx context.Context, part int, payloads [][]byte) error {
+	if b.cfg.Client == ClientRaw {
+		return b.raws[part%len(b.raws)].push(ctx, b.parts[part], payloads, b.cfg.Encoding)
+	}
 	msgs := make([]comb.Message, len(payloads))
 	for i, p := range payloads {
 		msgs[i] = comb.Message{Partition: b.parts[part], Data: p}
@@ -133,6 +138,7 @@ func (b *combBackend) push(ctx context.Context, part int, payloads [][]byte) err
 func (b *combBackend) consume(ctx context.Context, id int, r *runner) {
 	cfg := b.cfg
 	cl := b.client(id)
+	raw := b.raws[id%len(b.raws)]
 	opts := comb.PopOptions{
 		Group:      cfg.Group,
 		Max:        cfg.PopBatch,
@@ -141,10 +147,23 @@ func (b *combBackend) consume(ctx context.Context, id int, r *runner) {
 		Lease:      cfg.Lease,
 		AutoAck:    !cfg.ManualAck,
 	}
+	body := popRequestBody(opts)
+	pop := func() ([]comb.Delivery, error) {
+		if cfg.Client == ClientRaw {
+			return raw.pop(ctx, body, opts.Wait, nil)
+		}
+		return cl.Pop(ctx, cfg.Queue, opts)
+	}
+	ack := func(ctx context.Context, acks []comb.Ack) ([]comb.AckResult, error) {
+		if cfg.Client == ClientRaw {
+			return raw.ack(ctx, cfg.Group, acks)
+		}
+		return cl.Ack(ctx, cfg.Queue, cfg.Group, acks)
+	}
 	backoff := time.Duration(0)
 	var datas [][]byte
 	for ctx.Err() == nil {
-		msgs, err := cl.Pop(ctx, cfg.Queue, opts)
+		msgs, err := pop()
 		if ctx.Err() != nil {
 			// A pop cut short by the end of the run is not a failure; what
 			// it may have leased is delivered again when the lease ends.
@@ -183,7 +202,7 @@ func (b *combBackend) consume(ctx context.Context, id int, r *runner) {
 		acks, spanOf, sizes := cumulativeAcks(msgs)
 		r.settle(func(actx context.Context) ackOutcome {
 			t0 := time.Now()
-			res, err := cl.Ack(actx, cfg.Queue, cfg.Group, acks)
+			res, err := ack(actx, acks)
 			o := ackOutcome{rtt: time.Since(t0), timed: true}
 			if err != nil {
 				o.failed, o.err = true, err

@@ -51,6 +51,19 @@ const (
 	SyncAlways JetStreamSync = "always"
 )
 
+// Client is how the loader speaks to Comb.
+type Client string
+
+// Clients.
+const (
+	// ClientRaw is the loader's own encoder and reply scanner for the wire
+	// protocol (rawwire.go): the same requests as clients/go for a fraction
+	// of the CPU, which a loader sharing the machine with the broker needs.
+	ClientRaw Client = "raw"
+	// ClientGo is clients/go, what a Go application would use.
+	ClientGo Client = "go"
+)
+
 // Config is one load test. Build it with DefaultConfig and change fields;
 // Run validates it.
 type Config struct {
@@ -106,6 +119,8 @@ type Config struct {
 	// Conns is the number of NATS connections the loader spreads its
 	// requests over.
 	Conns int
+	// Client is how the loader speaks to Comb: ClientRaw or ClientGo.
+	Client Client
 
 	// Duration is how long the producers run.
 	Duration time.Duration
@@ -163,6 +178,7 @@ func DefaultConfig() Config {
 		PopWait:            2 * time.Second,
 		Lease:              30 * time.Second,
 		Conns:              4,
+		Client:             ClientRaw,
 		Duration:           60 * time.Second,
 		Interval:           10 * time.Second,
 		Drain:              30 * time.Second,
@@ -237,6 +253,9 @@ func (c *Config) validate() error {
 	if c.Mode == ModeOpenLoop {
 		inRange("rate", c.Rate, 1, 1<<30)
 		inRange("max-inflight", c.MaxInflight, 1, 1<<20)
+	}
+	if c.Client != ClientRaw && c.Client != ClientGo {
+		bad("client %q: want raw or go", c.Client)
 	}
 	if _, err := parseEncoding(string(c.Encoding)); err != nil {
 		errs = append(errs, err)

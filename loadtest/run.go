@@ -109,6 +109,7 @@ type Settings struct {
 	PopBatch           int      `json:"pop_batch"`
 	PopPartitions      int      `json:"pop_partitions"`
 	Conns              int      `json:"conns"`
+	Client             Client   `json:"client"`
 	Duration           float64  `json:"duration_s"`
 	CompletedRetention float64  `json:"completed_retention_s"`
 	Verify             bool     `json:"verify"`
@@ -120,7 +121,7 @@ func settingsOf(c *Config) Settings {
 		ManualAck: c.ManualAck, AckAsync: c.AckAsync, AckInflight: c.AckInflight,
 		Rate: c.Rate, PushBatch: c.PushBatch, Pacers: c.Pacers, MaxInflight: c.MaxInflight,
 		Payload: c.Payload, Encoding: c.Encoding, PopBatch: c.PopBatch, PopPartitions: c.PopPartitions,
-		Conns: c.Conns, Duration: c.Duration.Seconds(), CompletedRetention: c.CompletedRetention.Seconds(),
+		Conns: c.Conns, Client: c.Client, Duration: c.Duration.Seconds(), CompletedRetention: c.CompletedRetention.Seconds(),
 		Verify: c.Verify,
 	}
 }

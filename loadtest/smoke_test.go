@@ -21,6 +21,23 @@ import (
 // order, or when the loader breaks; it asserts no throughput.
 func TestSmokeVerify(t *testing.T) {
 	t.Parallel()
+	// The loader's lean client for the whole ten seconds, and clients/go
+	// for a shorter run alongside, so that both stay honest.
+	for _, tc := range []struct {
+		client   loadtest.Client
+		duration time.Duration
+	}{
+		{loadtest.ClientRaw, 10 * time.Second},
+		{loadtest.ClientGo, 4 * time.Second},
+	} {
+		t.Run(string(tc.client), func(t *testing.T) {
+			t.Parallel()
+			smoke(t, tc.client, tc.duration)
+		})
+	}
+}
+
+func smoke(t *testing.T, client loadtest.Client, duration time.Duration) {
 	env := combtest.Start(t)
 
 	cfg := loadtest.DefaultConfig()
@@ -33,7 +50,8 @@ func TestSmokeVerify(t *testing.T) {
 	cfg.Consumers = 4
 	cfg.Pacers = 2
 	cfg.Conns = 2
-	cfg.Duration = 10 * time.Second
+	cfg.Client = client
+	cfg.Duration = duration
 	cfg.Interval = 5 * time.Second
 	cfg.Drain = 30 * time.Second
 	cfg.Verify = true

@@ -50,12 +50,14 @@ func parseLoadtest(args []string, getenv func(string) string, w io.Writer) (load
 	targets := fs.Lookup("target")
 	syncs := fs.Lookup("jetstream-sync")
 	enc := fs.Lookup("payload-encoding")
+	client := fs.Lookup("client")
 	logLevel := fs.Lookup("log-level")
 	if err := parseWithEnv(fs, args, getenv); err != nil {
 		return cfg, extras, err
 	}
 	cfg.Mode = loadtest.Mode(mode.Value.String())
 	cfg.Encoding = loadtest.Encoding(enc.Value.String())
+	cfg.Client = loadtest.Client(client.Value.String())
 	cfg.Targets = nil
 	for _, t := range splitList(targets.Value.String()) {
 		cfg.Targets = append(cfg.Targets, loadtest.Target(t))
@@ -98,6 +100,7 @@ func loadtestFlags(cfg *loadtest.Config, w io.Writer) *flag.FlagSet {
 	fs.DurationVar(&cfg.Lease, "lease", cfg.Lease, "lease time of a pop (JetStream: AckWait)")
 	fs.StringVar(&cfg.Group, "group", cfg.Group, "consumer group")
 	fs.IntVar(&cfg.Conns, "conns", cfg.Conns, "NATS connections the loader spreads its requests over")
+	fs.String("client", string(cfg.Client), "raw (the loader's own lean wire encoder, so its CPU stays out of the measurement) or go (clients/go)")
 	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long the producers run")
 	fs.DurationVar(&cfg.Interval, "interval", cfg.Interval, "period of the interval lines, whole seconds")
 	fs.DurationVar(&cfg.Drain, "drain", cfg.Drain, "longest wait after the producers stop for the consumers to take what was pushed")

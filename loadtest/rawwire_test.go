@@ -1,0 +1,141 @@
+package loadtest
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	comb "github.com/combmq/comb/clients/go"
+	"github.com/combmq/comb/internal/wire"
+	"github.com/combmq/comb/store"
+)
+
+// The raw client must read exactly what the bridge writes: its replies come
+// from internal/wire's encoders here, and its requests go through
+// internal/wire's decoders.
+
+func TestRawPopReplyRoundTrip(t *testing.T) {
+	t.Parallel()
+	h := header{Run: 1, Producer: 2, Partition: 3, Seq: 4, Sched: 5}
+	msgs := []store.Message{
+		{Partition: "p3", Offset: 17, Lease: "l-9f2c", Attempt: 1, CreatedAt: time.Now(), Data: encodePayload(nil, EncodingJSON, 256, &h)},
+		{Partition: "p3", Offset: 18, Lease: "l-9f2c", Attempt: 2, CreatedAt: time.Now(), Data: encodePayload(nil, EncodingBinary, 100, &h)},
+		{Partition: "we\"ird\\ \u2028 név", Offset: 1, ID: "id-1", Attempt: 1, CreatedAt: time.Now(), Data: []byte(`{"nested":[1,{"a":"]}"}],"s":"x,y"}`)},
+		{Partition: "p0", Offset: 0, Attempt: 1, CreatedAt: time.Now(), Data: []byte{}},
+		{Partition: "p0", Offset: 2, Attempt: 1, CreatedAt: time.Now(), Data: []byte(`true`)},
+		{Partition: "p0", Offset: 3, Attempt: 1, CreatedAt: time.Now(), Data: []byte(`-12.5e3`)},
+	}
+	reply, n := wire.PopReply(msgs, 0)
+	require.Equal(t, len(msgs), n)
+	got, err := parsePopReply(reply, nil)
+	require.NoError(t, err)
+	require.Len(t, got, len(msgs))
+	for i, m := range msgs {
+		require.Equal(t, m.Partition, got[i].Partition, i)
+		require.Equal(t, m.Offset, got[i].Offset, i)
+		require.Equal(t, m.Lease, got[i].Lease, i)
+		require.Equal(t, m.ID, got[i].ID, i)
+		require.Equal(t, m.Attempt, got[i].Attempt, i)
+		require.Equal(t, m.Data, got[i].Data, "message %d byte for byte", i)
+	}
+
+	empty, err := parsePopReply([]byte(`{"messages":[]}`), nil)
+	require.NoError(t, err)
+	require.Empty(t, empty)
+	// Fields the loader does not know are skipped, as encoding/json would.
+	extra, err := parsePopReply([]byte(` { "next" : {"a":[1,2]}, "messages" : [ {"partition":"p","offset":1,"data":"x","future":[{}]} ] , "z":null } `), nil)
+	require.NoError(t, err)
+	require.Equal(t, []byte(`"x"`), extra[0].Data)
+
+	for _, bad := range []string{``, `{`, `{"messages":[{"partition":"p"`, `{"messages":[{"offset":x}]}`, `{"messages":[{"data_b64":"%%"}]}`, `[]`} {
+		_, err := parsePopReply([]byte(bad), nil)
+		require.Error(t, err, "%q", bad)
+	}
+}
+
+func TestRawAckReply(t *testing.T) {
+	t.Parallel()
+	reply := wire.AckReply([]store.AckResult{{OK: true}, {OK: false, Error: `lease "l-1" expired`}, {OK: true}})
+	got, err := parseAckReply(reply)
+	require.NoError(t, err)
+	require.Equal(t, []comb.AckResult{{OK: true}, {OK: false, Error: `lease "l-1" expired`}, {OK: true}}, got)
+}
+
+func TestRawPushReply(t *testing.T) {
+	t.Parallel()
+	ok := wire.PushReply([]store.PushResult{{Partition: "p1", Offset: 1, Status: "stored"}, {Partition: "p1", Status: "spooled"}})
+	require.NoError(t, checkPushReply(ok, 2))
+	require.Error(t, checkPushReply(ok, 3))
+	dup := wire.PushReply([]store.PushResult{{Partition: "p1", Offset: 1, Status: "duplicate"}})
+	require.Error(t, checkPushReply(dup, 1))
+}
+
+func TestRawRequestsDecode(t *testing.T) {
+	t.Parallel()
+	h := header{Run: 1, Seq: 9}
+	for _, enc := range []Encoding{EncodingJSON, EncodingBinary} {
+		payloads := [][]byte{encodePayload(nil, enc, 256, &h), encodePayload(nil, enc, 64, &h)}
+		body := appendPushBody(nil, "p7", payloads, enc)
+		got, err := wire.DecodePush(body, wire.DefaultLimits())
+		require.NoError(t, err)
+		for i := range payloads {
+			require.Equal(t, "p7", got[i].Partition)
+			require.Equal(t, payloads[i], got[i].Data)
+		}
+	}
+	pop := popRequestBody(comb.PopOptions{Group: "g", Max: 100, Partitions: 2, Wait: 2 * time.Second, Lease: 30 * time.Second, AutoAck: true})
+	require.True(t, json.Valid(pop))
+	p, err := wire.DecodePop(pop)
+	require.NoError(t, err)
+	require.Equal(t, "g", p.Request.Group)
+	require.EqualValues(t, 100, p.Request.Max)
+	require.EqualValues(t, 2, p.Request.Partitions)
+	require.True(t, p.Request.AutoAck)
+	require.Equal(t, 2*time.Second, p.Wait)
+}
+
+// FuzzParsePopReply checks that the scanner never panics or loops, and
+// that what it accepts from a reply encoding/json also reads agrees on
+// the messages' positions.
+func FuzzParsePopReply(f *testing.F) {
+	h := header{Run: 1}
+	reply, _ := wire.PopReply([]store.Message{
+		{Partition: "p1", Offset: 1, Lease: "l", Attempt: 1, Data: encodePayload(nil, EncodingJSON, 64, &h)},
+		{Partition: "p\"2", Offset: 2, Attempt: 1, Data: []byte{0xff, 0}},
+	}, 0)
+	f.Add(reply)
+	f.Add([]byte(`{"messages":[]}`))
+	f.Add([]byte(`{"messages":[{"data":{"a":["]",{}]}}]}`))
+	f.Add([]byte(`{"messages":[{"partition":"\u00e9\"","offset":-1}]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, err := parsePopReply(b, nil)
+		if err != nil {
+			return
+		}
+		var std struct {
+			Messages []struct {
+				Partition string `json:"partition"`
+				Offset    int64  `json:"offset"`
+			} `json:"messages"`
+		}
+		if json.Unmarshal(b, &std) != nil {
+			return // the scanner is lenient where it skips; fine
+		}
+		for _, k := range []string{`"messages"`, `"partition"`, `"offset"`} {
+			if bytes.Count(bytes.ToLower(b), []byte(k)) != bytes.Count(b, []byte(k)) {
+				return // encoding/json matches keys in any case; the bridge writes them in one
+			}
+		}
+		if len(std.Messages) != len(got) {
+			t.Fatalf("%d messages, encoding/json reads %d", len(got), len(std.Messages))
+		}
+		for i := range got {
+			if got[i].Partition != std.Messages[i].Partition || got[i].Offset != std.Messages[i].Offset {
+				t.Fatalf("message %d: %q/%d, encoding/json reads %q/%d", i, got[i].Partition, got[i].Offset, std.Messages[i].Partition, std.Messages[i].Offset)
+			}
+		}
+	})
+}
