@@ -81,6 +81,9 @@ func (b *Bridge) handlePop(req micro.Request) {
 	}
 	job := &popJob{call: c, req: p.Request}
 	job.req.Queue = queue
+	// Lease no more than one reply carries: the store gives back the rest.
+	job.req.MaxBytes = int(b.nc.MaxPayload()) - len(`{"messages":[]}`)
+	job.req.SizeOf = wire.MessageSize
 	if p.Wait > 0 {
 		job.deadline = time.Now().Add(p.Wait)
 	}
@@ -124,8 +127,9 @@ func (p *popper) run(job *popJob) {
 	p.b.finish(job.call)
 }
 
-// reply sends the messages, as many as fit in one NATS message. The rest
-// stay under the lease the client holds and are delivered again after it.
+// reply sends the messages. The store leased no more than fit in one NATS
+// message (MaxBytes), but for one message alone too large; the trimming
+// here is a second guard, should the server's max_payload have shrunk.
 func (p *popper) reply(job *popJob, msgs []store.Message) {
 	limit := int(p.b.nc.MaxPayload())
 	data, n := wire.PopReply(msgs, limit)

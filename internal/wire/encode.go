@@ -362,3 +362,58 @@ func DataLen(data []byte) int {
 	}
 	return base64.StdEncoding.EncodedLen(len(data)) + 2
 }
+
+// MessageSize returns how many bytes a pop reply spends on m: what
+// AppendPopReply writes for it, plus the comma before it. The store uses it
+// to lease no more than one reply can carry.
+func MessageSize(m *store.Message) int {
+	var buf [40]byte
+	n := len(`,{"partition":,"offset":,"attempt":,"created_at":"",}`)
+	n += stringLen(m.Partition)
+	n += len(strconv.AppendInt(buf[:0], m.Offset, 10))
+	if m.ID != "" {
+		n += len(`,"id":`) + stringLen(m.ID)
+	}
+	if m.Lease != "" {
+		n += len(`,"lease":`) + stringLen(m.Lease)
+	}
+	n += len(strconv.AppendInt(buf[:0], int64(m.Attempt), 10))
+	n += len(m.CreatedAt.UTC().AppendFormat(buf[:0], time.RFC3339Nano))
+	if IsJSONData(m.Data) {
+		n += len(`"data":`) + len(m.Data)
+	} else {
+		n += len(`"data_b64":""`) + base64.StdEncoding.EncodedLen(len(m.Data))
+	}
+	return n
+}
+
+// stringLen returns len(AppendString(nil, s)).
+func stringLen(s string) int {
+	n := 2
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case safeASCII[c]:
+				n++
+			case c == '"', c == '\\', c == '\n', c == '\r', c == '\t':
+				n += 2
+			default:
+				n += 6
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			n += 6
+		case r == '\u2028' || r == '\u2029':
+			n += 6
+		default:
+			n += size
+		}
+		i += size
+	}
+	return n
+}

@@ -104,8 +104,12 @@ func FuzzDataRoundTrip(f *testing.F) {
 		require.Len(t, msgs, 1)
 		require.Equal(t, string(data), string(msgs[0].Data))
 
-		reply, n := PopReply([]store.Message{{Partition: "p", Data: data, CreatedAt: time.Unix(0, 0)}}, 0)
+		msg := store.Message{Partition: "p\"" + string(data), ID: string(data), Lease: "l", Offset: int64(len(data)),
+			Attempt: 1, Data: data, CreatedAt: time.Unix(int64(len(data)), int64(len(data))*1000)}
+		reply, n := PopReply([]store.Message{msg}, 0)
 		require.Equal(t, 1, n)
+		require.Equal(t, len(reply)-len(`{"messages":[]}`)+1, MessageSize(&msg), "MessageSize counts the comma")
+		require.Equal(t, len(AppendString(nil, string(data))), stringLen(string(data)))
 		got := decodePopReply(t, reply)
 		require.Equal(t, string(data), string(got[0].bytesOf(t)))
 	})
