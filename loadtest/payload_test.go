@@ -152,3 +152,32 @@ func BenchmarkPayloadLoaderJSON(b *testing.B)   { benchLoaderSide(b, EncodingJSO
 func BenchmarkPayloadLoaderBinary(b *testing.B) { benchLoaderSide(b, EncodingBinary) }
 func BenchmarkPayloadBrokerJSON(b *testing.B)   { benchBrokerSide(b, EncodingJSON) }
 func BenchmarkPayloadBrokerBinary(b *testing.B) { benchBrokerSide(b, EncodingBinary) }
+
+// benchRawLoaderSide is benchLoaderSide with the loader's raw client.
+func benchRawLoaderSide(b *testing.B, enc Encoding) {
+	payloads := benchPayloads(enc)
+	msgs := make([]store.Message, len(payloads))
+	for i, p := range payloads {
+		msgs[i] = store.Message{Partition: "p3", Offset: int64(i), Lease: "l-0123456789", Attempt: 1, CreatedAt: time.Now(), Data: p}
+	}
+	reply, _ := wire.PopReply(msgs, 0)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(payloads) * 256))
+	var body []byte
+	for b.Loop() {
+		body = appendPushBody(body[:0], "p3", payloads, enc)
+		got, err := parsePopReply(reply, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var h header
+		for _, d := range got {
+			if err := decodePayload(d.Data, &h); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+func BenchmarkPayloadRawLoaderJSON(b *testing.B)   { benchRawLoaderSide(b, EncodingJSON) }
+func BenchmarkPayloadRawLoaderBinary(b *testing.B) { benchRawLoaderSide(b, EncodingBinary) }
