@@ -5,6 +5,8 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,4 +53,81 @@ func TestJetStreamRun(t *testing.T) {
 	require.Contains(t, out.String(), "[compare]")
 	_, err = os.Stat(filepath.Join(cfg.OutDir, "summary.json"))
 	require.NoError(t, err)
+}
+
+// TestInterrupt cancels a run early, as Ctrl-C does: it must stop soon,
+// still drain, print its final figures and write its files.
+func TestInterrupt(t *testing.T) {
+	t.Parallel()
+	cfg := DefaultConfig()
+	cfg.Targets = []Target{TargetJetStream}
+	cfg.JetStreamSyncs = []JetStreamSync{SyncDefault}
+	cfg.Rate = 200
+	cfg.PushBatch = 10
+	cfg.Partitions = 2
+	cfg.Consumers = 2
+	cfg.Pacers = 1
+	cfg.Conns = 1
+	cfg.Duration = time.Minute
+	cfg.Interval = time.Second
+	cfg.Verify = true
+	cfg.OutDir = t.TempDir()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := &syncBuffer{}
+	done := make(chan struct{})
+	var sum Summary
+	var err error
+	start := time.Now()
+	go func() {
+		defer close(done)
+		sum, err = Run(ctx, cfg, out)
+	}()
+	// Interrupt once the first interval line is out.
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(out.String(), "[     1s]") {
+		require.True(t, time.Now().Before(deadline), "no interval line: %s", out.String())
+		select {
+		case <-done:
+			t.Fatalf("run ended before the interrupt: %v\n%s", err, out.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("run did not stop after its context was cancelled")
+	}
+	require.Less(t, time.Since(start), 30*time.Second)
+	require.NoError(t, err)
+	require.Len(t, sum.Runs, 1)
+	r := sum.Runs[0]
+	require.True(t, r.Interrupted)
+	require.Less(t, r.Elapsed, 30.0)
+	require.True(t, r.Verdict.OK(), "%+v", r.Verdict)
+	require.Contains(t, out.String(), "[final jetstream-default] interrupted")
+	for _, f := range []string{"summary.json", "intervals.csv", "samples.csv", "report.png"} {
+		_, err := os.Stat(filepath.Join(cfg.OutDir, f))
+		require.NoError(t, err, f)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe to read while Run writes to it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -110,6 +110,8 @@ type Settings struct {
 	PopPartitions      int      `json:"pop_partitions"`
 	Conns              int      `json:"conns"`
 	Client             Client   `json:"client"`
+	PopWait            float64  `json:"pop_wait_s"`
+	Lease              float64  `json:"lease_s"`
 	Duration           float64  `json:"duration_s"`
 	CompletedRetention float64  `json:"completed_retention_s"`
 	Verify             bool     `json:"verify"`
@@ -121,7 +123,7 @@ func settingsOf(c *Config) Settings {
 		ManualAck: c.ManualAck, AckAsync: c.AckAsync, AckInflight: c.AckInflight,
 		Rate: c.Rate, PushBatch: c.PushBatch, Pacers: c.Pacers, MaxInflight: c.MaxInflight,
 		Payload: c.Payload, Encoding: c.Encoding, PopBatch: c.PopBatch, PopPartitions: c.PopPartitions,
-		Conns: c.Conns, Client: c.Client, Duration: c.Duration.Seconds(), CompletedRetention: c.CompletedRetention.Seconds(),
+		Conns: c.Conns, Client: c.Client, PopWait: c.PopWait.Seconds(), Lease: c.Lease.Seconds(), Duration: c.Duration.Seconds(), CompletedRetention: c.CompletedRetention.Seconds(),
 		Verify: c.Verify,
 	}
 }
@@ -296,11 +298,7 @@ func runOne(ctx context.Context, cfg *Config, target Target, jsSync JetStreamSyn
 	res.Interrupted = ctx.Err() != nil && produced < cfg.Duration-time.Second/2
 	r.pushes.Wait()
 
-	drain := cfg.Drain
-	if ctx.Err() != nil {
-		drain = min(drain, interruptedDrain)
-	}
-	r.drain(drain)
+	r.drain(ctx, cfg.Drain)
 	res.Drained = time.Since(start.Add(produced)).Seconds()
 	stopConsumers()
 	consumers.Wait()
@@ -482,15 +480,26 @@ func (r *runner) settle(ack func(ctx context.Context) ackOutcome) {
 	})
 }
 
-// drain waits, at most d, until the consumers have taken everything the
-// producers stored: with verification, until no stored message is left
-// undelivered; without, until pops (redeliveries and foreign messages
-// included) reach pushes, and for the acks in flight.
-func (r *runner) drain(d time.Duration) {
+// drain waits, at most d (at most interruptedDrain once ctx is
+// cancelled), until the consumers have taken everything the producers
+// stored: with verification, until no stored message is left undelivered;
+// without, until pops (redeliveries and foreign messages included) reach
+// pushes; and until no ack is in flight.
+func (r *runner) drain(ctx context.Context, d time.Duration) {
 	deadline := time.Now().Add(d)
+	capped := false
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
-	for time.Now().Before(deadline) {
+	for {
+		if ctx.Err() != nil && !capped {
+			capped = true
+			if dl := time.Now().Add(interruptedDrain); dl.Before(deadline) {
+				deadline = dl
+			}
+		}
+		if !time.Now().Before(deadline) {
+			return
+		}
 		done := r.c.ackInflight.Load() == 0
 		if r.cfg.Verify {
 			done = done && r.v.unseenStored.Load() == 0
