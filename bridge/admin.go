@@ -148,6 +148,28 @@ func (b *Bridge) handleDelete(req micro.Request) {
 	})
 }
 
+func (b *Bridge) handleSeek(req micro.Request) {
+	queue, err := b.queueOf(req)
+	if err != nil {
+		b.fail(req, err)
+		return
+	}
+	sk, err := wire.DecodeSeek(req.Data())
+	if err != nil {
+		b.fail(req, err)
+		return
+	}
+	b.submit(req, wire.VerbSeek, func(ctx context.Context) ([]byte, error) {
+		n, err := b.st.Seek(ctx, queue, sk.Group, sk.Partition, sk.To)
+		if err != nil {
+			return nil, err
+		}
+		// A rewound group may have messages ready for its waiting pops.
+		b.wakeAll(queue)
+		return wire.SeekReply(n), nil
+	})
+}
+
 func (b *Bridge) handleDLQ(req micro.Request) {
 	queue, err := b.queueOf(req)
 	if err != nil {

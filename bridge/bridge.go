@@ -318,7 +318,7 @@ func (b *Bridge) Start(ctx context.Context) error {
 		wire.VerbPush: b.handlePush, wire.VerbPut: b.handlePut, wire.VerbPop: b.handlePop,
 		wire.VerbAck: b.handleAck, wire.VerbRenew: b.handleRenew, wire.VerbConfigure: b.handleConfigure,
 		wire.VerbInfo: b.handleInfo, wire.VerbList: b.handleList, wire.VerbDelete: b.handleDelete,
-		wire.VerbDLQ: b.handleDLQ,
+		wire.VerbDLQ: b.handleDLQ, wire.VerbSeek: b.handleSeek,
 	}
 	for _, verb := range wire.Verbs {
 		subject := b.cfg.Prefix + "." + verb + ".>"
@@ -371,6 +371,7 @@ var descriptions = map[string]string{
 	wire.VerbList:      "every queue, one line of figures each",
 	wire.VerbDelete:    "delete a queue and all its data",
 	wire.VerbDLQ:       "list, replay or purge dead letters",
+	wire.VerbSeek:      "move a consumer group's cursors to the start, the end or a time",
 }
 
 func (b *Bridge) statsHandler(e *micro.Endpoint) any {

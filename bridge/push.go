@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"encoding/base64"
+	"time"
 
 	"github.com/nats-io/nats.go/micro"
 
@@ -185,6 +186,7 @@ func (b *Bridge) flushPush(batch []*pushJob) {
 	cancel()
 	b.stats[wire.VerbPush].transactions.Add(1)
 	var wake wakeSet
+	delayed := map[time.Duration]*wakeSet{}
 	for _, j := range batch {
 		if j.req.Err == nil && err != nil {
 			j.req.Err = err
@@ -195,14 +197,33 @@ func (b *Bridge) flushPush(batch []*pushJob) {
 		if j.req.Err != nil {
 			continue
 		}
+		// Messages of a queue with delay_ms become ready only after it:
+		// wake its pops then, not now.
+		w := &wake
+		if c, ok := b.st.CachedConfig(j.req.Queue); ok && c.DelayMS > 0 {
+			d := time.Duration(c.DelayMS) * time.Millisecond
+			if delayed[d] == nil {
+				delayed[d] = &wakeSet{}
+			}
+			w = delayed[d]
+		}
 		for _, r := range j.req.Results {
 			if r.Status == store.StatusStored {
-				wake.add(j.req.Queue, "", r.Partition)
+				w.add(j.req.Queue, "", r.Partition)
 			}
 		}
 	}
 	// Wake pops first: the replies below do not depend on them.
 	b.publishWakes(&wake)
+	for d, w := range delayed {
+		time.AfterFunc(d, func() {
+			select {
+			case <-b.quit:
+			default:
+				b.publishWakes(w)
+			}
+		})
+	}
 	for _, j := range batch {
 		if j.req.Err != nil {
 			b.respondError(j.call, j.req.Err)

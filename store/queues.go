@@ -93,6 +93,18 @@ func (s *Store) queue(ctx context.Context, name string, create bool) (Queue, err
 	return q, nil
 }
 
+// CachedConfig returns a queue's settings as this store last read them,
+// without asking PostgreSQL; ok is false when it has not read them lately.
+func (s *Store) CachedConfig(name string) (c Config, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cq, ok := s.queues[name]
+	if !ok || time.Since(cq.fetched) >= s.ttl {
+		return Config{}, false
+	}
+	return cq.q.Config, true
+}
+
 func (s *Store) cacheQueue(q Queue) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -514,3 +514,54 @@ func DecodeDLQ(body []byte) (DLQ, error) {
 	}
 	return d, nil
 }
+
+// Seek is a decoded seek request.
+type Seek struct {
+	Group     string
+	Partition string // "" means every partition
+	To        store.From
+}
+
+type seekJSON struct {
+	Group     string `json:"group"`
+	Partition string `json:"partition"`
+	To        string `json:"to"`
+}
+
+// DecodeSeek decodes and checks a seek body:
+// {"group":"g","partition":"p","to":"start"|"end"|"<RFC 3339 time>"}.
+// group defaults like a pop's; partition is optional (every partition);
+// to is required, so that a bare request never rewinds a group by accident.
+func DecodeSeek(body []byte) (Seek, error) {
+	var req seekJSON
+	if err := decodeObject(body, &req); err != nil {
+		return Seek{}, err
+	}
+	out := Seek{Group: store.DefaultGroup, Partition: req.Partition}
+	if req.Group != "" {
+		if err := ValidateName("group", req.Group); err != nil {
+			return Seek{}, err
+		}
+		out.Group = req.Group
+	}
+	if req.Partition != "" {
+		if err := ValidateName("partition", req.Partition); err != nil {
+			return Seek{}, err
+		}
+	}
+	switch req.To {
+	case "start":
+		out.To = store.From{Kind: "all"}
+	case "end":
+		out.To = store.From{Kind: "new"}
+	case "":
+		return Seek{}, badRequest("to: required: start, end or an RFC 3339 time")
+	default:
+		t, err := time.Parse(time.RFC3339Nano, req.To)
+		if err != nil {
+			return Seek{}, badRequest("to: %q is not start, end or an RFC 3339 time", req.To)
+		}
+		out.To = store.From{Kind: "time", Time: t}
+	}
+	return out, nil
+}

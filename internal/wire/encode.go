@@ -320,6 +320,13 @@ func DoneReply(n int) []byte {
 	return append(b, '}')
 }
 
+// SeekReply is the reply of a seek: how many cursors moved.
+func SeekReply(n int) []byte {
+	b := append(make([]byte, 0, 24), `{"moved":`...)
+	b = strconv.AppendInt(b, int64(n), 10)
+	return append(b, '}')
+}
+
 // OKReply is the reply of a request that returns nothing else (delete).
 var OKReply = []byte(`{"ok":true}`)
 

@@ -277,3 +277,24 @@ func FuzzDecodeDLQ(f *testing.F) {
 		}
 	})
 }
+
+func FuzzDecodeSeek(f *testing.F) {
+	for _, s := range []string{``, `{"to":"start"}`, `{"group":"g","partition":"p","to":"end"}`, `{"to":"2026-11-30T10:00:00Z"}`, `{"to":7}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		s, err := DecodeSeek(body)
+		if err != nil {
+			we, ok := AsError(err)
+			require.True(t, ok, "%v", err)
+			require.Equal(t, 400, we.Code)
+			return
+		}
+		// Whatever decodes names a valid group and a place to go.
+		require.NoError(t, ValidateName("group", s.Group))
+		if s.Partition != "" {
+			require.NoError(t, ValidateName("partition", s.Partition))
+		}
+		require.Contains(t, []string{"all", "new", "time"}, s.To.Kind)
+	})
+}

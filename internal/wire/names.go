@@ -17,10 +17,11 @@ const (
 	VerbList      = "list"
 	VerbDelete    = "delete"
 	VerbDLQ       = "dlq"
+	VerbSeek      = "seek"
 )
 
 // Verbs lists every verb, in the order the bridge registers its endpoints.
-var Verbs = []string{VerbPush, VerbPut, VerbPop, VerbAck, VerbRenew, VerbConfigure, VerbInfo, VerbList, VerbDelete, VerbDLQ}
+var Verbs = []string{VerbPush, VerbPut, VerbPop, VerbAck, VerbRenew, VerbConfigure, VerbInfo, VerbList, VerbDelete, VerbDLQ, VerbSeek}
 
 // Name limits.
 const (
@@ -54,7 +55,7 @@ func ParseSubject(prefix, subject string) (verb, queue string, err error) {
 			return "", "", badRequest("subject %q: list takes no queue name", subject)
 		}
 		return verb, "", nil
-	case VerbPush, VerbPut, VerbPop, VerbAck, VerbRenew, VerbConfigure, VerbInfo, VerbDelete, VerbDLQ:
+	case VerbPush, VerbPut, VerbPop, VerbAck, VerbRenew, VerbConfigure, VerbInfo, VerbDelete, VerbDLQ, VerbSeek:
 	default:
 		return "", "", badRequest("subject %q: unknown verb %q", subject, verb)
 	}

@@ -15,6 +15,7 @@ func TestParseSubject(t *testing.T) {
 		{"comb.pop.a-b_c.D9", VerbPop, "a-b_c.D9"},
 		{"comb.list", VerbList, ""},
 		{"comb.dlq.x", VerbDLQ, "x"},
+		{"comb.seek.a.b", VerbSeek, "a.b"},
 	}
 	for _, c := range ok {
 		verb, queue, err := ParseSubject("comb", c.subject)
