@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/pprof"
 	"net/url"
 	"os"
 	"os/signal"
@@ -46,6 +48,8 @@ type serveConfig struct {
 	Prefix      string
 	// SweepInterval is how often retention and dedup expiry run.
 	SweepInterval time.Duration
+	// PprofListen, when set, serves net/http/pprof on this address.
+	PprofListen string
 }
 
 func defaultServeConfig() serveConfig {
@@ -90,6 +94,11 @@ func (c serveConfig) validate() error {
 	}
 	if c.SweepInterval < 10*time.Millisecond || c.SweepInterval > time.Hour {
 		errs = append(errs, fmt.Errorf("-sweep-interval %s: want between 10ms and 1h", c.SweepInterval))
+	}
+	if c.PprofListen != "" {
+		if _, _, err := net.SplitHostPort(c.PprofListen); err != nil {
+			errs = append(errs, fmt.Errorf("-pprof %q: %w", c.PprofListen, err))
+		}
 	}
 	if !prefixRE.MatchString(c.Prefix) {
 		errs = append(errs, fmt.Errorf("-prefix %q: want one subject token of letters, digits, '_' or '-'", c.Prefix))
@@ -137,6 +146,7 @@ func parseServe(args []string, getenv func(string) string, w io.Writer) (serveCo
 	fs.IntVar(&cfg.PGPort, "pg-port", cfg.PGPort, "loopback port of the private PostgreSQL cluster; 0 picks a free one")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&cfg.Prefix, "prefix", cfg.Prefix, "first token of every Comb subject")
+	fs.StringVar(&cfg.PprofListen, "pprof", cfg.PprofListen, "serve Go's pprof profiles on this host:port (e.g. 127.0.0.1:6060); empty is off")
 	fs.DurationVar(&cfg.SweepInterval, "sweep-interval", cfg.SweepInterval, "how often retention (completed_retention_s, max_age_s) and dedup expiry run")
 	if err := parseWithEnv(fs, args, getenv); err != nil {
 		return cfg, err
@@ -240,6 +250,13 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 	if err := st.Migrate(ctx); err != nil {
 		return err
 	}
+	if cfg.PprofListen != "" {
+		stop, err := servePprof(cfg.PprofListen, log)
+		if err != nil {
+			return err
+		}
+		cleanups = append(cleanups, stop)
+	}
 	// Retention and dedup expiry run on every bridge; sweeps are safe to
 	// overlap.
 	sctx, scancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -293,4 +310,27 @@ func redactURL(s string) string {
 		return u.Redacted()
 	}
 	return "(connection string)"
+}
+
+// servePprof serves the net/http/pprof handlers, for profiling a broker
+// under load; it returns a function that stops the listener.
+func servePprof(addr string, log *slog.Logger) (func(), error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("-pprof: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Warn("pprof server", "err", err)
+		}
+	}()
+	log.Info("pprof listening", "url", "http://"+ln.Addr().String()+"/debug/pprof/")
+	return func() { _ = srv.Close() }, nil
 }

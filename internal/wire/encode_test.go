@@ -201,3 +201,25 @@ func BenchmarkDecodePush(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDecodePushStrings is the loader's shape: 100 messages whose data
+// is a 256-byte JSON string.
+func BenchmarkDecodePushStrings(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString(`{"messages":[`)
+	for i := range 100 {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(`{"partition":"p-` + strconv.Itoa(i%200) + `","data":"` + strings.Repeat("abcdefgh", 31) + `1234567"}`)
+	}
+	sb.WriteString(`]}`)
+	body := []byte(sb.String())
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := DecodePush(body, DefaultLimits()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -425,6 +425,15 @@ func (p *pushParser) value(depth int) error {
 func (p *pushParser) skipString() error {
 	j := p.i + 1
 	for j < len(p.b) {
+		// Most bytes of a string need no look: skip them in a tight loop
+		// (message data is mostly such bytes, and this is the push path's
+		// hottest loop).
+		for j < len(p.b) && !stringSpecial[p.b[j]] {
+			j++
+		}
+		if j >= len(p.b) {
+			break
+		}
 		c := p.b[j]
 		switch {
 		case c == '"':
@@ -458,6 +467,16 @@ func (p *pushParser) skipString() error {
 	p.i = len(p.b)
 	return p.eof()
 }
+
+// stringSpecial marks the bytes that end or interrupt a plain run inside a
+// JSON string: the quote, the backslash and control characters.
+var stringSpecial = func() (t [256]bool) {
+	for c := 0; c < 0x20; c++ {
+		t[c] = true
+	}
+	t['"'], t['\\'] = true, true
+	return t
+}()
 
 // badEscape reports a malformed \u escape at the first bad hex digit, or
 // the end of input.
