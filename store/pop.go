@@ -16,7 +16,9 @@ import (
 // all in one statement and one round trip.
 //
 // Cursors are claimed least recently leased first, which spreads pops over
-// partitions. A cursor is ready when its partition has messages past the
+// partitions. (n is cast back to bigint: sum() over bigint is numeric, and a
+// numeric lease bound would turn the segment lookup's index condition into a
+// filter.) A cursor is ready when its partition has messages past the
 // committed offset and it holds no live lease, so a group holds at most one
 // lease per partition and gets a partition's messages in offset order.
 var popSQL = fmt.Sprintf(popSQLTemplate, `p.next_offset`)
@@ -45,7 +47,7 @@ WITH cand AS (
 ), alloc AS (
     SELECT cand.*, least(next_offset - committed,
         $5 - coalesce(sum(next_offset - committed) OVER (ORDER BY partition_id
-            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)) AS n
+            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0))::bigint AS n
     FROM cand
 ), upd AS (
     UPDATE comb_cursors c SET
