@@ -118,7 +118,13 @@ func (s *Store) Pop(ctx context.Context, req PopRequest) ([]Message, error) {
 	if q.Config.DelayMS > 0 {
 		sql, args = popDelayedSQL, append(args, q.Config.DelayMS)
 	}
-	rows, err := s.popPool.Query(ctx, sql, args...)
+	// Only a lease may be forgotten in a crash: an auto-ack pop settles
+	// messages (at most once), so its commit must be durable.
+	pool := s.popPool
+	if req.AutoAck {
+		pool = s.pool
+	}
+	rows, err := pool.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, fmt.Errorf("pop: %w", classify(err))
 	}

@@ -7,6 +7,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -32,6 +34,7 @@ type Options struct {
 	// push does. Off by default: a lease lost in a PostgreSQL crash only
 	// means its messages are delivered again, which an expired lease does
 	// anyway, so pops commit asynchronously and do not queue behind fsyncs.
+	// (Auto-ack pops settle what they deliver and always commit durably.)
 	DurablePops bool
 	// QueueCacheTTL is how long a queue's settings are cached before they are
 	// read again; 0 means 2 s. A configure on another bridge takes effect
@@ -232,7 +235,10 @@ func classify(err error) error {
 	var connErr *pgconn.ConnectError
 	var pgErr *pgconn.PgError
 	switch {
-	case errors.As(err, &connErr), errors.As(err, &netErr):
+	case errors.As(err, &connErr), errors.As(err, &netErr),
+		// A server that died mid-conversation: the socket ends early.
+		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF),
+		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.EPIPE):
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	case errors.As(err, &pgErr):
 		// Class 08: connection exception; 57P0x: shutting down; 53: out of resources.
