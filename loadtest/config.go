@@ -141,6 +141,8 @@ type Config struct {
 	// OutDir, when set, receives summary.json, intervals.csv, samples.csv
 	// and report.png (one subdirectory per run with several targets).
 	OutDir string
+	// Report draws report.png into OutDir.
+	Report bool
 	// PostgresURL, when set, lets the sampler read commits, WAL and
 	// database size from PostgreSQL, and find its processes.
 	PostgresURL string
@@ -184,6 +186,7 @@ func DefaultConfig() Config {
 		Drain:              30 * time.Second,
 		CompletedRetention: 300 * time.Second,
 		NATSURL:            "nats://127.0.0.1:4222",
+		Report:             true,
 	}
 }
 

@@ -32,6 +32,7 @@ func TestJetStreamRun(t *testing.T) {
 	cfg.Drain = 10 * time.Second
 	cfg.Verify = true
 	cfg.OutDir = t.TempDir()
+	cfg.Report = false // drawn in the smoke test; slow under -race
 
 	var out bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -45,7 +46,7 @@ func TestJetStreamRun(t *testing.T) {
 		require.Positive(t, r.Counts.Pushed, r.Label)
 		require.Equal(t, r.Counts.Pushed, r.Verdict.Stored, r.Label)
 		require.Zero(t, r.Verdict.Missing, r.Label)
-		for _, f := range []string{"summary.json", "intervals.csv", "samples.csv", "report.png"} {
+		for _, f := range []string{"summary.json", "intervals.csv", "samples.csv"} {
 			_, err := os.Stat(filepath.Join(cfg.OutDir, r.Label, f))
 			require.NoError(t, err, "%s/%s", r.Label, f)
 		}
@@ -72,6 +73,7 @@ func TestInterrupt(t *testing.T) {
 	cfg.Interval = time.Second
 	cfg.Verify = true
 	cfg.OutDir = t.TempDir()
+	cfg.Report = false
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -95,12 +97,15 @@ func TestInterrupt(t *testing.T) {
 		}
 	}
 	cancel()
+	// Stopping waits for pushes in flight (bounded by their timeout), a
+	// drain of at most 5 s, the acks and the report: generous bounds, so
+	// that a loaded CI machine running tests in parallel does not fail it.
 	select {
 	case <-done:
-	case <-time.After(20 * time.Second):
+	case <-time.After(45 * time.Second):
 		t.Fatal("run did not stop after its context was cancelled")
 	}
-	require.Less(t, time.Since(start), 30*time.Second)
+	require.Less(t, time.Since(start), 50*time.Second, "well before the minute the run was planned for")
 	require.NoError(t, err)
 	require.Len(t, sum.Runs, 1)
 	r := sum.Runs[0]
@@ -108,7 +113,7 @@ func TestInterrupt(t *testing.T) {
 	require.Less(t, r.Elapsed, 30.0)
 	require.True(t, r.Verdict.OK(), "%+v", r.Verdict)
 	require.Contains(t, out.String(), "[final jetstream-default] interrupted")
-	for _, f := range []string{"summary.json", "intervals.csv", "samples.csv", "report.png"} {
+	for _, f := range []string{"summary.json", "intervals.csv", "samples.csv"} {
 		_, err := os.Stat(filepath.Join(cfg.OutDir, f))
 		require.NoError(t, err, f)
 	}

@@ -300,6 +300,9 @@ func (t *ticker) writeFiles(res *Result) error {
 	if err := writeJSON(filepath.Join(t.dir, "summary.json"), res); err != nil {
 		return err
 	}
+	if !t.r.cfg.Report {
+		return nil
+	}
 	if err := writeReport(filepath.Join(t.dir, "report.png"), res, t.samples); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}

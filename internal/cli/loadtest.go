@@ -108,6 +108,7 @@ func loadtestFlags(cfg *loadtest.Config, w io.Writer) *flag.FlagSet {
 	fs.StringVar(&cfg.NATSURL, "nats", cfg.NATSURL, "NATS URL of the Comb broker")
 	fs.BoolVar(&cfg.Verify, "verify", cfg.Verify, "check every message: missing, duplicated, out of order; exit 1 if missing or out of order")
 	fs.StringVar(&cfg.OutDir, "out", cfg.OutDir, "directory for summary.json, intervals.csv, samples.csv and report.png")
+	fs.BoolVar(&cfg.Report, "report", cfg.Report, "draw report.png into -out (false skips the six-panel PNG)")
 	fs.StringVar(&cfg.PostgresURL, "postgres-url", cfg.PostgresURL, "PostgreSQL URL of the broker's database, for the sampler's commits, WAL, size and CPU")
 	fs.IntVar(&cfg.BrokerPID, "broker-pid", cfg.BrokerPID, "broker process to sample; 0 finds the one listening on -nats's port on this host")
 	fs.String("log-level", "info", "debug, info, warn or error (diagnostics on stderr; figures go to stdout)")
