@@ -273,7 +273,8 @@ func (b *Bridge) Start(ctx context.Context) error {
 	b.ctx, b.cancel = context.WithCancel(context.WithoutCancel(ctx))
 
 	wakeSub, err := b.nc.Subscribe(b.wakePrefix+">", func(m *nats.Msg) {
-		b.pops.wake(strings.TrimPrefix(m.Subject, b.wakePrefix), decodeWake(m.Data))
+		targets, count := decodeWake(m.Data)
+		b.pops.wake(strings.TrimPrefix(m.Subject, b.wakePrefix), targets, count)
 	})
 	if err != nil {
 		b.cancel()

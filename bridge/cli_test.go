@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/combmq/comb/internal/combtest"
+	"github.com/combmq/comb/internal/wire"
 )
 
 // natsCLI finds the nats CLI, or skips the test.
@@ -85,7 +86,7 @@ func TestMicroCLI(t *testing.T) {
 	}
 	require.Equal(t, map[string]string{
 		"push": "comb.push.>", "put": "comb.put.>", "pop": "comb.pop.>", "ack": "comb.ack.>",
-		"renew": "comb.renew.>", "configure": "comb.configure.>", "info": "comb.info.>", "list": "comb.list",
+		"renew": "comb.renew.>", "seek": "comb.seek.>", "configure": "comb.configure.>", "info": "comb.info.>", "list": "comb.list",
 		"delete": "comb.delete.>", "dlq": "comb.dlq.>",
 	}, subjects)
 
@@ -101,7 +102,7 @@ func TestMicroCLI(t *testing.T) {
 	out = run("micro", "stats", "comb", "--json")
 	require.NoError(t, json.Unmarshal(out, &stats), "%s", out)
 	require.Len(t, stats, 1)
-	require.Len(t, stats[0].Endpoints, 10)
+	require.Len(t, stats[0].Endpoints, len(wire.Verbs))
 	found := false
 	for _, e := range stats[0].Endpoints {
 		if e.Name != "pop" {

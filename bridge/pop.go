@@ -228,10 +228,14 @@ func (p *popper) expire(job *popJob) {
 
 // wake makes pops of queue that are trying right now try again before
 // they wait, and retries the waiters that targets may satisfy: per group,
-// as many waiters without a partition as targets name partitions for that
-// group or for every group, and every waiter whose partition is named. A
-// nil targets retries every waiter.
-func (p *popper) wake(queue string, targets []wakeTarget) {
+// waiters without a partition until their pops' partitions cover the
+// partitions targets name for that group or for every group, and every
+// waiter whose partition is named. A nil targets retries every waiter.
+//
+// A count (messages made ready for every group; 0 when unknown) bounds the
+// waiters without a partition that are retried: per group, until their
+// pops' max adds up to the count.
+func (p *popper) wake(queue string, targets []wakeTarget, count int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	wq := p.queues[queue]
@@ -239,6 +243,10 @@ func (p *popper) wake(queue string, targets []wakeTarget) {
 		return
 	}
 	wq.seq++
+	if count > 0 {
+		p.wakeCountLocked(wq, targets, count)
+		return
+	}
 	if targets == nil {
 		for job := range wq.waiters {
 			p.unparkLocked(wq, job)
@@ -269,9 +277,44 @@ func (p *popper) wake(queue string, targets []wakeTarget) {
 			continue
 		}
 		if budget[g]+anyGroup > 0 {
-			budget[g]--
+			// One pop may lease several partitions: it covers that many
+			// of the named ones.
+			budget[g] -= max(job.req.Partitions, 1)
 			p.unparkLocked(wq, job)
 		}
+	}
+}
+
+// wakeCountLocked retries, per group, waiters without a partition until
+// their max covers count messages, and the waiters whose partition targets
+// name (all of them when targets is nil).
+func (p *popper) wakeCountLocked(wq *waitQueue, targets []wakeTarget, count int) {
+	named := make(map[string]struct{}, len(targets))
+	for _, t := range targets {
+		named[t.partition] = struct{}{}
+	}
+	left := map[string]int{}
+	for job := range wq.waiters {
+		if part := job.req.Partition; part != "" {
+			if _, ok := named[part]; ok || targets == nil {
+				p.unparkLocked(wq, job)
+			}
+			continue
+		}
+		g := job.req.Group
+		budget, seen := left[g]
+		if !seen {
+			budget = count
+		}
+		if budget <= 0 {
+			continue
+		}
+		take := job.req.Max
+		if take <= 0 {
+			take = 100
+		}
+		left[g] = budget - take
+		p.unparkLocked(wq, job)
 	}
 }
 

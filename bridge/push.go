@@ -207,11 +207,14 @@ func (b *Bridge) flushPush(batch []*pushJob) {
 			}
 			w = delayed[d]
 		}
+		n := 0
 		for _, r := range j.req.Results {
 			if r.Status == store.StatusStored {
 				w.add(j.req.Queue, "", r.Partition)
+				n++
 			}
 		}
+		w.addCount(j.req.Queue, n)
 	}
 	// Wake pops first: the replies below do not depend on them.
 	b.publishWakes(&wake)

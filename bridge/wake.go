@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"bytes"
+	"strconv"
 )
 
 // Wake-ups travel on "_COMB.<prefix>.wake.<queue>", so that a push on one
@@ -29,6 +30,19 @@ type wakeTarget struct {
 type wakeSet struct {
 	queues  []string
 	targets map[string]map[wakeTarget]struct{} // nil map: everything
+	counts  map[string]int                     // messages made ready, when known
+}
+
+// addCount notes that n more messages of queue are ready for every group.
+// A wake-up that knows its count retries, per group, only as many waiters
+// as it takes to fill their pops' max with that many messages: at a high
+// rate a push wakes one or two pops, not every waiting consumer (most of
+// whom would find nothing, each for a store query).
+func (w *wakeSet) addCount(queue string, n int) {
+	if w.counts == nil {
+		w.counts = map[string]int{}
+	}
+	w.counts[queue] += n
 }
 
 // add notes that partition of queue may have messages ready for group.
@@ -62,7 +76,7 @@ func (w *wakeSet) addAll(queue string) {
 // publish sends the set's wake-ups.
 func (b *Bridge) publishWakes(w *wakeSet) {
 	for _, q := range w.queues {
-		if err := b.nc.Publish(b.wakePrefix+q, encodeWake(w.targets[q])); err != nil {
+		if err := b.nc.Publish(b.wakePrefix+q, encodeWake(w.targets[q], w.counts[q])); err != nil {
 			b.log.Warn("publish wake-up", "queue", q, "err", err)
 		}
 	}
@@ -75,11 +89,19 @@ func (b *Bridge) wakeAll(queue string) {
 	b.publishWakes(&w)
 }
 
-func encodeWake(targets map[wakeTarget]struct{}) []byte {
-	if len(targets) == 0 || len(targets) > maxWakeTargets {
-		return nil
-	}
+func encodeWake(targets map[wakeTarget]struct{}, count int) []byte {
 	var b []byte
+	if count > 0 {
+		// "#<count>" leads the body: group and partition names never
+		// start a line with '#' followed only by digits and a newline,
+		// as a target line always holds a tab.
+		b = append(b, '#')
+		b = strconv.AppendInt(b, int64(count), 10)
+		b = append(b, '\n')
+	}
+	if len(targets) == 0 || len(targets) > maxWakeTargets {
+		return b
+	}
 	for t := range targets {
 		b = append(b, t.group...)
 		b = append(b, '\t')
@@ -90,8 +112,22 @@ func encodeWake(targets map[wakeTarget]struct{}) []byte {
 }
 
 // decodeWake returns a wake-up's targets, or nil for everything (also for
-// a body it cannot read: waking too much is only wasteful).
-func decodeWake(body []byte) []wakeTarget {
+// a body it cannot read: waking too much is only wasteful), and the number
+// of messages it made ready (0: unknown).
+func decodeWake(body []byte) ([]wakeTarget, int) {
+	count := 0
+	if len(body) > 0 && body[0] == '#' {
+		line, rest, _ := bytes.Cut(body[1:], []byte{'\n'})
+		n, err := strconv.Atoi(string(line))
+		if err != nil || n < 0 {
+			return nil, 0
+		}
+		count, body = n, rest
+	}
+	return decodeTargets(body), count
+}
+
+func decodeTargets(body []byte) []wakeTarget {
 	var out []wakeTarget
 	for len(body) > 0 && len(out) <= maxWakeTargets {
 		line, rest, _ := bytes.Cut(body, []byte{'\n'})

@@ -20,17 +20,32 @@ func TestWakeCodec(t *testing.T) {
 	w.add("r", "g", "p2")
 	require.Equal(t, []string{"q", "r"}, w.queues)
 
-	got := decodeWake(encodeWake(w.targets["q"]))
+	got, n := decodeWake(encodeWake(w.targets["q"], 0))
 	require.ElementsMatch(t, []wakeTarget{{"", "eu"}, {"billing", "us"}}, got)
-	require.Nil(t, decodeWake(encodeWake(w.targets["r"])), "addAll wins")
-	require.Nil(t, decodeWake(nil))
-	require.Nil(t, decodeWake([]byte("garbage")))
+	require.Zero(t, n)
+	got, n = decodeWake(encodeWake(w.targets["q"], 300))
+	require.ElementsMatch(t, []wakeTarget{{"", "eu"}, {"billing", "us"}}, got)
+	require.Equal(t, 300, n)
+	got, _ = decodeWake(encodeWake(w.targets["r"], 0))
+	require.Nil(t, got, "addAll wins")
+	got, n = decodeWake(encodeWake(w.targets["r"], 7))
+	require.Nil(t, got)
+	require.Equal(t, 7, n)
+	got, n = decodeWake(nil)
+	require.Nil(t, got)
+	require.Zero(t, n)
+	got, _ = decodeWake([]byte("garbage"))
+	require.Nil(t, got)
+	got, n = decodeWake([]byte("#x\n"))
+	require.Nil(t, got)
+	require.Zero(t, n, "a count it cannot read wakes everything")
 
 	var many wakeSet
 	for i := range maxWakeTargets + 5 {
 		many.add("q", "", string(rune('a'+i%26))+string(rune('a'+i/26)))
 	}
-	require.Nil(t, decodeWake(encodeWake(many.targets["q"])), "too many targets: everything")
+	got, _ = decodeWake(encodeWake(many.targets["q"], 0))
+	require.Nil(t, got, "too many targets: everything")
 }
 
 // TestWakeTargets checks which waiters a wake-up retries.
@@ -70,7 +85,7 @@ func TestWakeTargets(t *testing.T) {
 
 	// A push to one partition: one waiter per group, plus those that
 	// asked for that partition.
-	p.wake("q", []wakeTarget{{"", "us"}})
+	p.wake("q", []wakeTarget{{"", "us"}}, 0)
 	got := woken()
 	require.Len(t, got, 3)
 	require.Contains(t, got, "h1")
@@ -78,15 +93,15 @@ func TestWakeTargets(t *testing.T) {
 	require.Equal(t, 3, p.waiting())
 
 	// An ack of group g on partition eu: one more of g, and g-eu.
-	p.wake("q", []wakeTarget{{"g", "eu"}})
+	p.wake("q", []wakeTarget{{"g", "eu"}}, 0)
 	got = woken()
 	require.Len(t, got, 2)
 	require.Contains(t, got, "g-eu")
 
 	// Another queue's wake-up touches nothing; a bare one wakes everyone.
-	p.wake("other", nil)
+	p.wake("other", nil, 0)
 	require.Empty(t, woken())
-	p.wake("q", nil)
+	p.wake("q", nil, 0)
 	require.Len(t, woken(), 1)
 	require.Zero(t, p.waiting())
 	p.mu.Lock()
@@ -94,4 +109,33 @@ func TestWakeTargets(t *testing.T) {
 	// Woken jobs let go of the queue until their next try attaches again:
 	// a wake-up before that try needs no record, the try will see its data.
 	require.NotContains(t, p.queues, "q")
+}
+
+// TestWakeCountBudget: a push's wake-up that says how many messages it made
+// ready retries, per group, only the waiters it takes to cover them.
+func TestWakeCountBudget(t *testing.T) {
+	t.Parallel()
+	b := &Bridge{cfg: Config{MaxPops: 100, RetryInterval: time.Hour}}
+	p := newPopper(b)
+	for i := range 5 {
+		for _, g := range []string{"g", "h"} {
+			job := &popJob{req: store.PopRequest{Queue: "q", Group: g, Max: 100}, deadline: time.Now().Add(time.Hour)}
+			require.True(t, p.park(job, p.attach("q")), "waiter %d", i)
+		}
+	}
+	eu := &popJob{req: store.PopRequest{Queue: "q", Group: "g", Partition: "eu"}, deadline: time.Now().Add(time.Hour)}
+	require.True(t, p.park(eu, p.attach("q")))
+	require.Equal(t, 11, p.waiting())
+
+	// 150 messages on partitions the targets do not list (too many to
+	// name): two waiters of max 100 per group cover them, and the waiter
+	// of a named partition would come too, but eu is not named.
+	p.wake("q", []wakeTarget{{"", "us"}}, 150)
+	require.Equal(t, 7, p.waiting(), "2 per group woken")
+	// Too many partitions to name: every partition waiter comes too.
+	p.wake("q", nil, 1)
+	require.Equal(t, 4, p.waiting(), "1 per group and the eu waiter")
+	for range 7 {
+		<-p.ch
+	}
 }
