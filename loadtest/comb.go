@@ -52,9 +52,14 @@ func newCombBackend(ctx context.Context, cfg *Config, log *slog.Logger) (*combBa
 		b.clients = append(b.clients, comb.New(nc))
 		b.raws = append(b.raws, newRawClient(nc, cfg.Queue))
 	}
-	retention := int64(cfg.CompletedRetention / time.Second)
+	// The window is set even when off, so that a run without ids after a
+	// run with them says what the queue is configured with.
+	patch := comb.ConfigPatch{
+		CompletedRetentionS: comb.Int64(int64(cfg.CompletedRetention / time.Second)),
+		DedupWindowS:        comb.Int64(int64(cfg.DedupWindow / time.Second)),
+	}
 	err := retry(ctx, func(actx context.Context) error {
-		_, err := b.clients[0].Configure(actx, cfg.Queue, comb.ConfigPatch{CompletedRetentionS: &retention})
+		_, err := b.clients[0].Configure(actx, cfg.Queue, patch)
 		if errors.Is(err, comb.ErrBadRequest) {
 			return backoff.Permanent(err)
 		}
@@ -113,26 +118,28 @@ func (b *combBackend) close() {
 
 func (b *combBackend) client(i int) *comb.Client { return b.clients[i%len(b.clients)] }
 
-func (b *combBackend) push(ctx context.Context, part int, payloads [][]byte) error {
+func (b *combBackend) push(ctx context.Context, part int, payloads [][]byte, ids msgIDs) (int, error) {
 	if b.cfg.Client == ClientRaw {
-		return b.raws[part%len(b.raws)].push(ctx, b.parts[part], payloads, b.cfg.Encoding)
+		return b.raws[part%len(b.raws)].push(ctx, b.parts[part], payloads, b.cfg.Encoding, ids)
 	}
 	msgs := make([]comb.Message, len(payloads))
 	for i, p := range payloads {
 		msgs[i] = comb.Message{Partition: b.parts[part], Data: p}
+		if ids.on() {
+			msgs[i].ID = ids.id(i)
+		}
 	}
 	res, err := b.client(part).Push(ctx, b.cfg.Queue, msgs)
 	if err != nil {
-		return err
+		return 0, err
 	}
+	dups := 0
 	for _, r := range res {
-		switch r.Status {
-		case comb.StatusStored, comb.StatusSpooled:
-		default:
-			return fmt.Errorf("push: status %q for a message without a producer id", r.Status)
+		if err := pushStatus(r.Status, ids.on(), &dups); err != nil {
+			return dups, err
 		}
 	}
-	return nil
+	return dups, nil
 }
 
 func (b *combBackend) consume(ctx context.Context, id int, r *runner) {

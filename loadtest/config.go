@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/combmq/comb/internal/wire"
 )
 
 // Mode is how the producers pace themselves.
@@ -133,6 +135,14 @@ type Config struct {
 	// CompletedRetention is configured on the queue: completed messages
 	// are deleted after this long (0 keeps them).
 	CompletedRetention time.Duration
+	// DedupWindow, when above zero, turns deduplication on for the run:
+	// Comb's queue gets dedup_window_s (whole seconds) and every message
+	// carries a producer id unique to it, "<run>-<producer>-<seq>" in base
+	// 36, so every push pays for the id lookup and the remembered ids
+	// without ever being a duplicate. JetStream gets the stream's
+	// Duplicates window and a Nats-Msg-Id per message. Zero configures the
+	// queue's window off and sends no ids.
+	DedupWindow time.Duration
 
 	// NATSURL is where Comb listens (TargetComb).
 	NATSURL string
@@ -196,6 +206,8 @@ const (
 	maxWorkers    = 10000
 	maxPushBatch  = 10000 // the wire's MaxPushMessages
 	maxPayload    = 1 << 20
+	// maxDedupWindow is the broker's limit on dedup_window_s.
+	maxDedupWindow = time.Duration(wire.MaxDedupWindowS) * time.Second
 )
 
 func (c *Config) validate() error {
@@ -276,6 +288,9 @@ func (c *Config) validate() error {
 	}
 	if c.CompletedRetention < 0 || c.CompletedRetention%time.Second != 0 {
 		bad("completed-retention %s: want a whole number of seconds >= 0", c.CompletedRetention)
+	}
+	if c.DedupWindow < 0 || c.DedupWindow%time.Second != 0 || c.DedupWindow > maxDedupWindow {
+		bad("dedup-window %s: want a whole number of seconds from 0 (off) to %s", c.DedupWindow, maxDedupWindow)
 	}
 	if c.Lease < 100*time.Millisecond {
 		bad("lease %s: want >= 100ms", c.Lease)

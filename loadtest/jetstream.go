@@ -104,6 +104,9 @@ func newJetStreamBackend(ctx context.Context, cfg *Config, sync JetStreamSync, l
 		Retention: jetstream.WorkQueuePolicy,
 		Storage:   jetstream.FileStorage,
 		Replicas:  1,
+		// JetStream tracks only messages with a Nats-Msg-Id, which push
+		// sets when DedupWindow is on; zero leaves the server's default.
+		Duplicates: cfg.DedupWindow,
 	}); err != nil {
 		return nil, fmt.Errorf("create stream %s: %w", stream, err)
 	}
@@ -144,8 +147,12 @@ func (b *jetStreamBackend) describe() string {
 	if b.sync == SyncAlways {
 		sync = "sync_interval always"
 	}
-	return fmt.Sprintf("embedded JetStream at %s, file store in %s, %s, work-queue stream, %d pull consumers, explicit acks (broker shares the loader's process: its memory and CPU include the loader's)",
-		b.srv.ClientURL(), b.dir, sync, len(b.consumers))
+	dedup := ""
+	if b.cfg.DedupWindow > 0 {
+		dedup = fmt.Sprintf(", Nats-Msg-Id on every message with a %s duplicate window", b.cfg.DedupWindow)
+	}
+	return fmt.Sprintf("embedded JetStream at %s, file store in %s, %s, work-queue stream%s, %d pull consumers, explicit acks (broker shares the loader's process: its memory and CPU include the loader's)",
+		b.srv.ClientURL(), b.dir, sync, dedup, len(b.consumers))
 }
 
 func (b *jetStreamBackend) brokerPID() int { return os.Getpid() }
@@ -165,13 +172,17 @@ func (b *jetStreamBackend) close() {
 	}
 }
 
-func (b *jetStreamBackend) push(ctx context.Context, part int, payloads [][]byte) error {
+func (b *jetStreamBackend) push(ctx context.Context, part int, payloads [][]byte, ids msgIDs) (int, error) {
 	js := b.js[part%len(b.js)]
 	subj := b.subjects[part]
 	futures := make([]jetstream.PubAckFuture, 0, len(payloads))
 	var firstErr error
-	for _, p := range payloads {
-		f, err := js.PublishAsync(subj, p)
+	var opts []jetstream.PublishOpt
+	for i, p := range payloads {
+		if ids.on() {
+			opts = append(opts[:0], jetstream.WithMsgID(ids.id(i)))
+		}
+		f, err := js.PublishAsync(subj, p, opts...)
 		if err != nil {
 			firstErr = fmt.Errorf("publish: %w", err)
 			break
@@ -180,20 +191,24 @@ func (b *jetStreamBackend) push(ctx context.Context, part int, payloads [][]byte
 	}
 	timer := time.NewTimer(jsPublishTimeout)
 	defer timer.Stop()
+	dups := 0
 	for _, f := range futures {
 		select {
-		case <-f.Ok():
+		case ack := <-f.Ok():
+			if ack.Duplicate {
+				dups++
+			}
 		case err := <-f.Err():
 			if firstErr == nil {
 				firstErr = fmt.Errorf("publish ack: %w", err)
 			}
 		case <-timer.C:
-			return errors.New("publish ack: no answer within " + jsPublishTimeout.String())
+			return dups, errors.New("publish ack: no answer within " + jsPublishTimeout.String())
 		case <-ctx.Done():
-			return ctx.Err()
+			return dups, ctx.Err()
 		}
 	}
-	return firstErr
+	return dups, firstErr
 }
 
 func (b *jetStreamBackend) consume(ctx context.Context, id int, r *runner) {

@@ -28,18 +28,23 @@ func (r *runner) printConfig() {
 	var b strings.Builder
 	fmt.Fprintf(&b, "comb loadtest -mode %s -target %s -> queue=%s partitions=%d consumers=%d manualAck=%t ackAsync=%t ackInflight=%d\n",
 		c.Mode, r.label, c.Queue, c.Partitions, c.Consumers, c.ManualAck, c.AckAsync, c.AckInflight)
+	dedup := "dedup=off"
+	if c.DedupWindow > 0 {
+		dedup = fmt.Sprintf("dedup-window=%s, a unique producer id per message", c.DedupWindow)
+	}
 	if c.Mode == ModeOpenLoop {
-		fmt.Fprintf(&b, "  offered: rate=%d msg/s | push-batch=%d -> %.1f req/s across %d pacer workers | max-inflight=%d | payload=%dB (%s)\n",
-			c.Rate, c.PushBatch, c.requestsPerSecond(), c.Pacers, c.MaxInflight, c.Payload, c.Encoding)
+		fmt.Fprintf(&b, "  offered: rate=%d msg/s | push-batch=%d -> %.1f req/s across %d pacer workers | max-inflight=%d | payload=%dB (%s) | %s\n",
+			c.Rate, c.PushBatch, c.requestsPerSecond(), c.Pacers, c.MaxInflight, c.Payload, c.Encoding, dedup)
 	} else {
-		fmt.Fprintf(&b, "  offered: as fast as answered | push-batch=%d | %d pacer workers, one push in flight each | payload=%dB (%s)\n",
-			c.PushBatch, c.Pacers, c.Payload, c.Encoding)
+		fmt.Fprintf(&b, "  offered: as fast as answered | push-batch=%d | %d pacer workers, one push in flight each | payload=%dB (%s) | %s\n",
+			c.PushBatch, c.Pacers, c.Payload, c.Encoding, dedup)
 	}
 	fmt.Fprintf(&b, "  consume: pop-batch=%d pop-partitions=%d lease=%s group=%s | conns=%d | duration=%s interval=%s drain<=%s | verify=%t\n",
 		c.PopBatch, c.PopPartitions, c.Lease, c.Group, c.Conns, c.Duration, c.Interval, c.Drain, c.Verify)
 	fmt.Fprintf(&b, "  against: %s\n", r.be.describe())
 	if r.target == TargetComb {
-		fmt.Fprintf(&b, "[configure] queue=%s completedRetentionSeconds=%d\n", c.Queue, int64(c.CompletedRetention/time.Second))
+		fmt.Fprintf(&b, "[configure] queue=%s completedRetentionSeconds=%d dedupWindowSeconds=%d\n",
+			c.Queue, int64(c.CompletedRetention/time.Second), int64(c.DedupWindow/time.Second))
 	}
 	r.out.printf("%s", b.String())
 }
@@ -70,9 +75,15 @@ func (r *runner) printFinal(res *Result) {
 	if res.Interrupted {
 		state = "interrupted"
 	}
-	fmt.Fprintf(&b, "[final %s] %s after %.1fs (+%.1fs drain): offered %d pushed %d popped %d acked %d | failed push %d (%d msgs) pop %d ack %d | shed %d | avg %s in %s out msg/s | e2e p50 %s p99 %s p99.9 %s max %s | ack rtt avg %s | push rtt avg %s\n",
+	// Duplicate answers need producer ids and, with ids unique to every
+	// message, should not happen: shown only when they did.
+	dups := ""
+	if c.PushDuplicates > 0 {
+		dups = fmt.Sprintf(" | duplicate answers %d", c.PushDuplicates)
+	}
+	fmt.Fprintf(&b, "[final %s] %s after %.1fs (+%.1fs drain): offered %d pushed %d popped %d acked %d | failed push %d (%d msgs) pop %d ack %d | shed %d%s | avg %s in %s out msg/s | e2e p50 %s p99 %s p99.9 %s max %s | ack rtt avg %s | push rtt avg %s\n",
 		res.Label, state, res.Elapsed, res.Drained, c.Offered, c.Pushed, c.Popped, c.Acked,
-		c.PushFailed, c.PushFailMsgs, c.PopFailed, c.AckFailed, c.Shed,
+		c.PushFailed, c.PushFailMsgs, c.PopFailed, c.AckFailed, c.Shed, dups,
 		rate(res.PushRate), rate(res.PopRate),
 		msStr(res.Latency.P50, res.Latency.Count), msStr(res.Latency.P99, res.Latency.Count),
 		msStr(res.Latency.P999, res.Latency.Count), msStr(res.Latency.Max, res.Latency.Count),

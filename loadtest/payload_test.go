@@ -165,7 +165,7 @@ func benchRawLoaderSide(b *testing.B, enc Encoding) {
 	b.SetBytes(int64(len(payloads) * 256))
 	var body []byte
 	for b.Loop() {
-		body = appendPushBody(body[:0], "p3", payloads, enc)
+		body = appendPushBody(body[:0], "p3", payloads, enc, msgIDs{})
 		got, err := parsePopReply(reply, nil)
 		if err != nil {
 			b.Fatal(err)

@@ -90,20 +90,22 @@ func (c *rawClient) request(ctx context.Context, verb, subject string, body []by
 
 // push sends payloads to one partition: they are valid compact JSON with
 // EncodingJSON (sent as "data" unchanged), bytes otherwise ("data_b64").
-func (c *rawClient) push(ctx context.Context, partition string, payloads [][]byte, enc Encoding) error {
+// It returns how many were answered duplicate.
+func (c *rawClient) push(ctx context.Context, partition string, payloads [][]byte, enc Encoding, ids msgIDs) (int, error) {
 	bp := bodyPool.Get().(*[]byte)
 	defer bodyPool.Put(bp)
-	b := appendPushBody((*bp)[:0], partition, payloads, enc)
+	b := appendPushBody((*bp)[:0], partition, payloads, enc, ids)
 	*bp = b
 	reply, err := c.request(ctx, "push", c.subPush, b, 0)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	return checkPushReply(reply, len(payloads))
+	return checkPushReply(reply, len(payloads), ids.on())
 }
 
-// appendPushBody appends a push request's JSON to b.
-func appendPushBody(b []byte, partition string, payloads [][]byte, enc Encoding) []byte {
+// appendPushBody appends a push request's JSON to b, with the producer
+// ids ids names.
+func appendPushBody(b []byte, partition string, payloads [][]byte, enc Encoding, ids msgIDs) []byte {
 	b = append(b, `{"messages":[`...)
 	for i, p := range payloads {
 		if i > 0 {
@@ -111,6 +113,13 @@ func appendPushBody(b []byte, partition string, payloads [][]byte, enc Encoding)
 		}
 		b = append(b, `{"partition":`...)
 		b = strconv.AppendQuote(b, partition)
+		if ids.on() {
+			// Base 36 digits, '-' and the prefix's likewise: nothing to
+			// escape.
+			b = append(b, `,"id":"`...)
+			b = ids.appendID(b, i)
+			b = append(b, '"')
+		}
 		if enc == EncodingJSON {
 			b = append(b, `,"data":`...)
 			b = append(b, p...)
@@ -125,8 +134,9 @@ func appendPushBody(b []byte, partition string, payloads [][]byte, enc Encoding)
 }
 
 // checkPushReply checks that a push reply has n results, all stored (or
-// spooled: durable on the broker's disk).
-func checkPushReply(reply []byte, n int) error {
+// spooled: durable on the broker's disk), or, when the messages carried
+// producer ids, duplicate; it returns the duplicates.
+func checkPushReply(reply []byte, n int, withIDs bool) (dups int, err error) {
 	const key = `"status":"`
 	got := 0
 	for rest := reply; ; {
@@ -137,17 +147,30 @@ func checkPushReply(reply []byte, n int) error {
 		rest = rest[i+len(key):]
 		end := bytes.IndexByte(rest, '"')
 		if end < 0 {
-			return fmt.Errorf("push: malformed reply %.200q", reply)
+			return dups, fmt.Errorf("push: malformed reply %.200q", reply)
 		}
-		switch s := string(rest[:end]); s {
-		case comb.StatusStored, comb.StatusSpooled:
-		default:
-			return fmt.Errorf("push: status %q for a message without a producer id", s)
+		if err := pushStatus(string(rest[:end]), withIDs, &dups); err != nil {
+			return dups, err
 		}
 		got++
 	}
 	if got != n {
-		return fmt.Errorf("push: %d results for %d messages", got, n)
+		return dups, fmt.Errorf("push: %d results for %d messages", got, n)
+	}
+	return dups, nil
+}
+
+// pushStatus checks one push result's status and counts a duplicate,
+// which only a message with a producer id can be.
+func pushStatus(s string, withID bool, dups *int) error {
+	switch {
+	case s == comb.StatusStored, s == comb.StatusSpooled:
+	case s == comb.StatusDuplicate && withID:
+		*dups++
+	case withID:
+		return fmt.Errorf("push: status %q", s)
+	default:
+		return fmt.Errorf("push: status %q for a message without a producer id", s)
 	}
 	return nil
 }

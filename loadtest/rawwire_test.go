@@ -3,6 +3,8 @@ package loadtest
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -67,10 +69,64 @@ func TestRawAckReply(t *testing.T) {
 func TestRawPushReply(t *testing.T) {
 	t.Parallel()
 	ok := wire.PushReply([]store.PushResult{{Partition: "p1", Offset: 1, Status: "stored"}, {Partition: "p1", Status: "spooled"}})
-	require.NoError(t, checkPushReply(ok, 2))
-	require.Error(t, checkPushReply(ok, 3))
-	dup := wire.PushReply([]store.PushResult{{Partition: "p1", Offset: 1, Status: "duplicate"}})
-	require.Error(t, checkPushReply(dup, 1))
+	for _, withIDs := range []bool{false, true} {
+		dups, err := checkPushReply(ok, 2, withIDs)
+		require.NoError(t, err)
+		require.Zero(t, dups)
+		_, err = checkPushReply(ok, 3, withIDs)
+		require.Error(t, err)
+	}
+	dup := wire.PushReply([]store.PushResult{{Partition: "p1", Offset: 1, Status: "duplicate"}, {Partition: "p1", Offset: 2, Status: "stored"}})
+	_, err := checkPushReply(dup, 2, false)
+	require.Error(t, err, "a message without an id cannot be a duplicate")
+	// With ids a duplicate is an answer, counted, not a failure.
+	dups, err := checkPushReply(dup, 2, true)
+	require.NoError(t, err)
+	require.Equal(t, 1, dups)
+	odd := wire.PushReply([]store.PushResult{{Partition: "p1", Status: "weird"}})
+	_, err = checkPushReply(odd, 1, true)
+	require.Error(t, err)
+}
+
+// TestRawPushIDsDecode checks producer ids through the broker's own
+// decoder: every message gets its id, unique in the run across producers
+// and partitions (JetStream looks duplicates up per stream), short, and
+// the data is untouched.
+func TestRawPushIDsDecode(t *testing.T) {
+	t.Parallel()
+	const run = 0xfedcba98 // "1ypqx08" in base 36
+	h := header{Run: run, Producer: 7, Seq: 1 << 40}
+	seen := map[string]bool{}
+	for _, enc := range []Encoding{EncodingJSON, EncodingBinary} {
+		for producer := range uint32(2) {
+			for partition := range uint32(2) {
+				for _, first := range []uint64{1, 1 << 40, 1<<64 - 3} {
+					ids := msgIDs{set: true, run: run, producer: producer, partition: partition, first: first}
+					payloads := [][]byte{encodePayload(nil, enc, 256, &h), encodePayload(nil, enc, 64, &h), encodePayload(nil, enc, 64, &h)}
+					body := appendPushBody(nil, "p7", payloads, enc, ids)
+					require.True(t, json.Valid(body))
+					got, err := wire.DecodePush(body, wire.DefaultLimits())
+					require.NoError(t, err)
+					require.Len(t, got, len(payloads))
+					for i := range payloads {
+						require.Equal(t, "p7", got[i].Partition)
+						require.Equal(t, payloads[i], got[i].Data)
+						require.Equal(t, ids.id(i), got[i].ID)
+						want := fmt.Sprintf("1ypqx08-%d-%d-%s", producer, partition, strconv.FormatUint(first+uint64(i), 36))
+						require.Equal(t, want, got[i].ID)
+						if enc == EncodingJSON {
+							require.False(t, seen[got[i].ID], "id %s given twice", got[i].ID)
+							seen[got[i].ID] = true
+						}
+					}
+				}
+			}
+		}
+	}
+	require.Len(t, seen, 2*2*3*3)
+	longest := msgIDs{set: true, run: 1<<32 - 1, producer: 1<<32 - 1, partition: 1<<32 - 1, first: 1<<64 - 1}
+	require.Len(t, longest.id(0), 37)
+	require.LessOrEqual(t, len(longest.id(0)), wire.MaxIDBytes)
 }
 
 func TestRawRequestsDecode(t *testing.T) {
@@ -78,12 +134,13 @@ func TestRawRequestsDecode(t *testing.T) {
 	h := header{Run: 1, Seq: 9}
 	for _, enc := range []Encoding{EncodingJSON, EncodingBinary} {
 		payloads := [][]byte{encodePayload(nil, enc, 256, &h), encodePayload(nil, enc, 64, &h)}
-		body := appendPushBody(nil, "p7", payloads, enc)
+		body := appendPushBody(nil, "p7", payloads, enc, msgIDs{})
 		got, err := wire.DecodePush(body, wire.DefaultLimits())
 		require.NoError(t, err)
 		for i := range payloads {
 			require.Equal(t, "p7", got[i].Partition)
 			require.Equal(t, payloads[i], got[i].Data)
+			require.Empty(t, got[i].ID, "no ids when deduplication is off")
 		}
 	}
 	pop := popRequestBody(comb.PopOptions{Group: "g", Max: 100, Partitions: 2, Wait: 2 * time.Second, Lease: 30 * time.Second, AutoAck: true})

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,9 +29,12 @@ const interruptedDrain = 5 * time.Second
 
 // backend is a system under load: Comb, or JetStream for comparison.
 type backend interface {
-	// push sends payloads to partition part as one request; nil means
-	// every message is durably stored.
-	push(ctx context.Context, part int, payloads [][]byte) error
+	// push sends payloads to partition part as one request, with the
+	// producer ids ids names (none when it is off); nil means every
+	// message is durably stored. dups counts the messages answered
+	// duplicate (stored earlier under the same id), which only ids make
+	// possible.
+	push(ctx context.Context, part int, payloads [][]byte, ids msgIDs) (dups int, err error)
 	// consume runs consumer id's pop loop until ctx is done, handing every
 	// batch to r.deliver and its ack to r.settle.
 	consume(ctx context.Context, id int, r *runner)
@@ -41,6 +45,42 @@ type backend interface {
 	// close releases connections and, for an embedded broker, stops it.
 	close()
 }
+
+// msgIDs names the messages of one push request for deduplication:
+// message j's producer id is "<run>-<producer>-<partition>-<seq>" in base
+// 36, seq being first+j, the message's sequence in its (producer,
+// partition) stream. The zero value sends no ids.
+//
+// The sequence makes an id unique within its stream; producer and
+// partition make it unique within the run, so it holds wherever the
+// target looks duplicates up: Comb per partition, JetStream per stream
+// (all partitions); the random run keeps a second run on the same queue
+// inside the window from colliding with the first. Base 36 keeps an id
+// short (at most 37 bytes, usually under 20): it is stored and indexed
+// once per message.
+type msgIDs struct {
+	set       bool // false: no ids
+	run       uint32
+	producer  uint32
+	partition uint32
+	first     uint64
+}
+
+func (m msgIDs) on() bool { return m.set }
+
+// appendID appends message j's id to b.
+func (m msgIDs) appendID(b []byte, j int) []byte {
+	b = strconv.AppendUint(b, uint64(m.run), 36)
+	b = append(b, '-')
+	b = strconv.AppendUint(b, uint64(m.producer), 36)
+	b = append(b, '-')
+	b = strconv.AppendUint(b, uint64(m.partition), 36)
+	b = append(b, '-')
+	return strconv.AppendUint(b, m.first+uint64(j), 36)
+}
+
+// id returns message j's id.
+func (m msgIDs) id(j int) string { return string(m.appendID(make([]byte, 0, 40), j)) }
 
 // Summary is the outcome of Run: one result per target run.
 type Summary struct {
@@ -114,7 +154,9 @@ type Settings struct {
 	Lease              float64  `json:"lease_s"`
 	Duration           float64  `json:"duration_s"`
 	CompletedRetention float64  `json:"completed_retention_s"`
-	Verify             bool     `json:"verify"`
+	// DedupWindow is 0 when deduplication was off and no ids were sent.
+	DedupWindow float64 `json:"dedup_window_s"`
+	Verify      bool    `json:"verify"`
 }
 
 func settingsOf(c *Config) Settings {
@@ -124,7 +166,7 @@ func settingsOf(c *Config) Settings {
 		Rate: c.Rate, PushBatch: c.PushBatch, Pacers: c.Pacers, MaxInflight: c.MaxInflight,
 		Payload: c.Payload, Encoding: c.Encoding, PopBatch: c.PopBatch, PopPartitions: c.PopPartitions,
 		Conns: c.Conns, Client: c.Client, PopWait: c.PopWait.Seconds(), Lease: c.Lease.Seconds(), Duration: c.Duration.Seconds(), CompletedRetention: c.CompletedRetention.Seconds(),
-		Verify: c.Verify,
+		DedupWindow: c.DedupWindow.Seconds(), Verify: c.Verify,
 	}
 }
 
@@ -392,11 +434,15 @@ func (r *runner) send(producer, part int, due time.Time) {
 		h.Seq = first + uint64(j)
 		payloads[j] = encodePayload(payloads[j], cfg.Encoding, cfg.Payload, &h)
 	}
+	var ids msgIDs
+	if cfg.DedupWindow > 0 {
+		ids = msgIDs{set: true, run: r.v.run, producer: uint32(producer), partition: uint32(part), first: first}
+	}
 	r.c.pushInflight.Add(1)
 	t0 := time.Now()
 	// In-flight pushes finish even when the run is interrupted: a push
 	// cancelled halfway would be a failure the broker did not cause.
-	err := r.be.push(context.Background(), part, payloads)
+	dups, err := r.be.push(context.Background(), part, payloads, ids)
 	r.c.pushRTT.Add(int64(time.Since(t0)))
 	r.c.pushInflight.Add(-1)
 	r.c.pushReqs.Add(1)
@@ -408,7 +454,13 @@ func (r *runner) send(producer, part int, due time.Time) {
 		r.v.finish(producer, part, first, len(payloads), false)
 		return
 	}
-	r.c.pushed.Add(n)
+	// A message answered duplicate was not stored again, so it is not
+	// counted pushed; but its id is its own, so its original is this very
+	// message stored earlier (a retry inside the broker, say), and the
+	// verifier expects it delivered: a duplicate answer for a message
+	// never stored shows up as missing.
+	r.c.pushed.Add(n - int64(dups))
+	r.c.pushDups.Add(int64(dups))
 	r.v.finish(producer, part, first, len(payloads), true)
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -11,7 +12,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	comb "github.com/combmq/comb/clients/go"
 	"github.com/combmq/comb/internal/combtest"
+	"github.com/combmq/comb/internal/wire"
 	"github.com/combmq/comb/loadtest"
 )
 
@@ -23,28 +26,41 @@ func TestSmokeVerify(t *testing.T) {
 	t.Parallel()
 	// The loader's lean client for the whole ten seconds, and clients/go
 	// for a shorter run alongside, so that both stay honest.
+	// Deduplication on, briefly and slowly, in both clients: every
+	// message carries a producer id, none is a duplicate, verification
+	// holds.
 	for _, tc := range []struct {
+		name     string
 		client   loadtest.Client
 		duration time.Duration
+		rate     int
+		dedup    time.Duration
 	}{
-		{loadtest.ClientRaw, 10 * time.Second},
-		{loadtest.ClientGo, 4 * time.Second},
+		{"raw", loadtest.ClientRaw, 10 * time.Second, 2000, 0},
+		{"go", loadtest.ClientGo, 4 * time.Second, 2000, 0},
+		{"raw-dedup", loadtest.ClientRaw, 3 * time.Second, 500, 30 * time.Second},
+		{"go-dedup", loadtest.ClientGo, 3 * time.Second, 500, 30 * time.Second},
 	} {
-		t.Run(string(tc.client), func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			smoke(t, tc.client, tc.duration)
+			smoke(t, tc.client, tc.duration, tc.rate, tc.dedup)
 		})
 	}
 }
 
-func smoke(t *testing.T, client loadtest.Client, duration time.Duration) {
+func smoke(t *testing.T, client loadtest.Client, duration time.Duration, rate int, dedup time.Duration) {
 	env := combtest.Start(t)
+	// A copy of every push request, to see the ids on the wire; it ends
+	// with env's connection.
+	pushes, err := env.NC.SubscribeSync("comb.push.smoke")
+	require.NoError(t, err)
 
 	cfg := loadtest.DefaultConfig()
 	cfg.NATSURL = env.URL
 	cfg.PostgresURL = env.PostgresURL
 	cfg.Queue = "smoke"
-	cfg.Rate = 2000
+	cfg.Rate = rate
+	cfg.DedupWindow = dedup
 	cfg.PushBatch = 50
 	cfg.Partitions = 8
 	cfg.Consumers = 4
@@ -57,7 +73,7 @@ func smoke(t *testing.T, client loadtest.Client, duration time.Duration) {
 	cfg.Verify = true
 	cfg.OutDir = t.TempDir()
 	// One report is enough to keep it drawn; it costs seconds under -race.
-	cfg.Report = client == loadtest.ClientRaw
+	cfg.Report = client == loadtest.ClientRaw && dedup == 0
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -91,5 +107,40 @@ func smoke(t *testing.T, client loadtest.Client, duration time.Duration) {
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(b, &back))
 	require.Equal(t, r.Counts, back.Counts)
+	require.Equal(t, dedup.Seconds(), back.Settings.DedupWindow)
 	require.Contains(t, out.String(), "[verify comb] OK")
+	require.Contains(t, out.String(), fmt.Sprintf("dedupWindowSeconds=%d", int(dedup.Seconds())))
+	require.Zero(t, r.Counts.PushDuplicates)
+	require.NotContains(t, out.String(), "duplicate answers")
+
+	// The first push request the loader sent: with deduplication on its
+	// messages carry distinct ids, and the broker remembers them, so the
+	// same request again stores nothing.
+	first, err := pushes.NextMsg(5 * time.Second)
+	require.NoError(t, err)
+	msgs, err := wire.DecodePush(first.Data, wire.DefaultLimits())
+	require.NoError(t, err)
+	ids := map[string]bool{}
+	for _, m := range msgs {
+		if dedup == 0 {
+			require.Empty(t, m.ID)
+			continue
+		}
+		require.NotEmpty(t, m.ID)
+		require.False(t, ids[m.ID], "id %s twice in one request", m.ID)
+		ids[m.ID] = true
+	}
+	if dedup == 0 {
+		return
+	}
+	again, err := env.NC.Request(first.Subject, first.Data, 10*time.Second)
+	require.NoError(t, err)
+	var res struct {
+		Results []comb.PushResult `json:"results"`
+	}
+	require.NoError(t, json.Unmarshal(again.Data, &res), string(again.Data))
+	require.Len(t, res.Results, len(msgs))
+	for _, pr := range res.Results {
+		require.Equal(t, comb.StatusDuplicate, pr.Status)
+	}
 }

@@ -17,6 +17,7 @@ type counters struct {
 	pushReqs     atomic.Int64 // push requests answered, stored or failed
 	pushFailReqs atomic.Int64 // push requests that failed
 	pushFailMsgs atomic.Int64
+	pushDups     atomic.Int64 // messages answered duplicate
 	popped       atomic.Int64 // deliveries, redeliveries and foreign included
 	popReqs      atomic.Int64
 	popFailReqs  atomic.Int64
@@ -38,12 +39,15 @@ type Counts struct {
 	PushRequests int64 `json:"push_requests"`
 	PushFailed   int64 `json:"push_failed_requests"`
 	PushFailMsgs int64 `json:"push_failed_messages"`
-	Popped       int64 `json:"popped"`
-	PopRequests  int64 `json:"pop_requests"`
-	PopFailed    int64 `json:"pop_failed_requests"`
-	Acked        int64 `json:"acked"`
-	AckRequests  int64 `json:"ack_requests"`
-	AckFailed    int64 `json:"ack_failed_requests"`
+	// PushDuplicates counts messages answered "duplicate": with ids unique
+	// to every message (-dedup-window) it should stay 0.
+	PushDuplicates int64 `json:"push_duplicates"`
+	Popped         int64 `json:"popped"`
+	PopRequests    int64 `json:"pop_requests"`
+	PopFailed      int64 `json:"pop_failed_requests"`
+	Acked          int64 `json:"acked"`
+	AckRequests    int64 `json:"ack_requests"`
+	AckFailed      int64 `json:"ack_failed_requests"`
 	// PushRTTNanos sums the push round trips; AckRTTNanos sums AckTimed
 	// ack round trips.
 	PushRTTNanos int64 `json:"push_rtt_ns_sum"`
@@ -53,42 +57,44 @@ type Counts struct {
 
 func (c *counters) snapshot() Counts {
 	return Counts{
-		Offered:      c.offered.Load(),
-		Pushed:       c.pushed.Load(),
-		Shed:         c.shed.Load(),
-		PushRequests: c.pushReqs.Load(),
-		PushFailed:   c.pushFailReqs.Load(),
-		PushFailMsgs: c.pushFailMsgs.Load(),
-		Popped:       c.popped.Load(),
-		PopRequests:  c.popReqs.Load(),
-		PopFailed:    c.popFailReqs.Load(),
-		Acked:        c.acked.Load(),
-		AckRequests:  c.ackReqs.Load(),
-		AckFailed:    c.ackFailReqs.Load(),
-		PushRTTNanos: c.pushRTT.Load(),
-		AckRTTNanos:  c.ackRTT.Load(),
-		AckTimed:     c.ackTimed.Load(),
+		Offered:        c.offered.Load(),
+		Pushed:         c.pushed.Load(),
+		Shed:           c.shed.Load(),
+		PushRequests:   c.pushReqs.Load(),
+		PushFailed:     c.pushFailReqs.Load(),
+		PushFailMsgs:   c.pushFailMsgs.Load(),
+		PushDuplicates: c.pushDups.Load(),
+		Popped:         c.popped.Load(),
+		PopRequests:    c.popReqs.Load(),
+		PopFailed:      c.popFailReqs.Load(),
+		Acked:          c.acked.Load(),
+		AckRequests:    c.ackReqs.Load(),
+		AckFailed:      c.ackFailReqs.Load(),
+		PushRTTNanos:   c.pushRTT.Load(),
+		AckRTTNanos:    c.ackRTT.Load(),
+		AckTimed:       c.ackTimed.Load(),
 	}
 }
 
 // sub returns c - o, field by field.
 func (c Counts) sub(o Counts) Counts {
 	return Counts{
-		Offered:      c.Offered - o.Offered,
-		Pushed:       c.Pushed - o.Pushed,
-		Shed:         c.Shed - o.Shed,
-		PushRequests: c.PushRequests - o.PushRequests,
-		PushFailed:   c.PushFailed - o.PushFailed,
-		PushFailMsgs: c.PushFailMsgs - o.PushFailMsgs,
-		Popped:       c.Popped - o.Popped,
-		PopRequests:  c.PopRequests - o.PopRequests,
-		PopFailed:    c.PopFailed - o.PopFailed,
-		Acked:        c.Acked - o.Acked,
-		AckRequests:  c.AckRequests - o.AckRequests,
-		AckFailed:    c.AckFailed - o.AckFailed,
-		PushRTTNanos: c.PushRTTNanos - o.PushRTTNanos,
-		AckRTTNanos:  c.AckRTTNanos - o.AckRTTNanos,
-		AckTimed:     c.AckTimed - o.AckTimed,
+		Offered:        c.Offered - o.Offered,
+		Pushed:         c.Pushed - o.Pushed,
+		Shed:           c.Shed - o.Shed,
+		PushRequests:   c.PushRequests - o.PushRequests,
+		PushFailed:     c.PushFailed - o.PushFailed,
+		PushFailMsgs:   c.PushFailMsgs - o.PushFailMsgs,
+		PushDuplicates: c.PushDuplicates - o.PushDuplicates,
+		Popped:         c.Popped - o.Popped,
+		PopRequests:    c.PopRequests - o.PopRequests,
+		PopFailed:      c.PopFailed - o.PopFailed,
+		Acked:          c.Acked - o.Acked,
+		AckRequests:    c.AckRequests - o.AckRequests,
+		AckFailed:      c.AckFailed - o.AckFailed,
+		PushRTTNanos:   c.PushRTTNanos - o.PushRTTNanos,
+		AckRTTNanos:    c.AckRTTNanos - o.AckRTTNanos,
+		AckTimed:       c.AckTimed - o.AckTimed,
 	}
 }
 

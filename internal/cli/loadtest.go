@@ -105,6 +105,7 @@ func loadtestFlags(cfg *loadtest.Config, w io.Writer) *flag.FlagSet {
 	fs.DurationVar(&cfg.Interval, "interval", cfg.Interval, "period of the interval lines, whole seconds")
 	fs.DurationVar(&cfg.Drain, "drain", cfg.Drain, "longest wait after the producers stop for the consumers to take what was pushed")
 	fs.DurationVar(&cfg.CompletedRetention, "completed-retention", cfg.CompletedRetention, "queue setting: delete completed messages after this long (0 keeps them)")
+	fs.DurationVar(&cfg.DedupWindow, "dedup-window", cfg.DedupWindow, "deduplication, whole seconds, 0 = off: > 0 sets the queue's dedup_window_s and gives every message a unique producer id (never a duplicate, but every push pays for the id check); JetStream: the stream's duplicate window and a Nats-Msg-Id per message")
 	fs.StringVar(&cfg.NATSURL, "nats", cfg.NATSURL, "NATS URL of the Comb broker")
 	fs.BoolVar(&cfg.Verify, "verify", cfg.Verify, "check every message: missing, duplicated, out of order; exit 1 if missing or out of order")
 	fs.StringVar(&cfg.OutDir, "out", cfg.OutDir, "directory for summary.json, intervals.csv, samples.csv and report.png")
