@@ -12,35 +12,33 @@ import (
 	comb "github.com/combmq/comb/clients/go"
 )
 
-// The examples talk to a Comb service (`comb serve`) reachable at
-// nats.DefaultURL. They have no Output lines because they need that
-// service; the tests in this package exercise the same calls against a real
-// one.
+// In the examples, nc is a *nats.Conn to a NATS server a Comb service
+// (`comb serve`) answers on, as nats.Connect(nats.DefaultURL) returns for a
+// local one. Here it reaches a Comb the tests start (see main_test.go), and
+// go test checks each example's output.
 
 func ExampleNew() {
-	nc, err := nats.Connect(nats.DefaultURL)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer nc.Close()
-
 	// The defaults, spelled out: subjects comb.<verb>.<queue>, 10 s per
 	// request.
 	c := comb.New(nc, comb.WithPrefix("comb"), comb.WithTimeout(10*time.Second))
-	_ = c
-}
 
-func ExampleClient_Push() {
-	nc, err := nats.Connect(nats.DefaultURL)
+	// An empty patch reads a queue's settings, creating it if needed.
+	cfg, err := c.Configure(context.Background(), "example.new", comb.ConfigPatch{})
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer nc.Close()
+	fmt.Println("lease", cfg.LeaseMS, "ms, max attempts", cfg.MaxAttempts)
+	// Output:
+	// lease 30000 ms, max attempts 3
+}
+
+func ExampleClient_Push() {
 	c := comb.New(nc)
 
-	res, err := c.Push(context.Background(), "orders", []comb.Message{
+	res, err := c.Push(context.Background(), "example.push", []comb.Message{
 		{Partition: "eu", ID: "order-7", Data: []byte(`{"sku":42}`)}, // travels as "data"
-		{Data: []byte{0, 1, 2}}, // travels as "data_b64"
+		{Partition: "eu", ID: "order-8", Data: []byte(`{"sku":43}`)},
+		{Data: []byte{0, 1, 2}}, // travels as "data_b64", into partition "default"
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -48,36 +46,39 @@ func ExampleClient_Push() {
 	for _, r := range res {
 		fmt.Println(r.Partition, r.Offset, r.Status)
 	}
+	// Output:
+	// eu 0 stored
+	// eu 1 stored
+	// default 0 stored
 }
 
 func ExampleClient_Put() {
-	nc, err := nats.Connect(nats.DefaultURL)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer nc.Close()
 	c := comb.New(nc)
 
-	// Like `nats req comb.put.orders '{"sku":42}' -H Comb-Partition:eu`.
-	r, err := c.Put(context.Background(), "orders", []byte(`{"sku":42}`), comb.PutOptions{Partition: "eu"})
+	// Like `nats req comb.put.example.put '{"sku":42}' -H Comb-Partition:eu`.
+	r, err := c.Put(context.Background(), "example.put", []byte(`{"sku":42}`), comb.PutOptions{Partition: "eu"})
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println(r.Partition, r.Offset, r.Status)
+	// Output:
+	// eu 0 stored
 }
 
 func ExampleClient_Pop() {
-	nc, err := nats.Connect(nats.DefaultURL)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer nc.Close()
 	c := comb.New(nc)
 	ctx := context.Background()
+	const queue = "example.pop"
+	if _, err := c.Push(ctx, queue, []comb.Message{
+		{Partition: "eu", Data: []byte(`{"sku":42}`)},
+		{Partition: "eu", Data: []byte(`{"sku":43}`)},
+	}); err != nil {
+		log.Fatal(err)
+	}
 
 	// Wait up to 5 s for messages, then settle what came with one
 	// cumulative ack per partition at its last offset.
-	batch, err := c.Pop(ctx, "orders", comb.PopOptions{Group: "billing", Max: 100, Wait: 5 * time.Second})
+	batch, err := c.Pop(ctx, queue, comb.PopOptions{Group: "billing", Max: 100, Wait: 5 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -90,7 +91,7 @@ func ExampleClient_Pop() {
 	for _, d := range last {
 		acks = append(acks, comb.Ack{Partition: d.Partition, Offset: d.Offset, Lease: d.Lease, Status: comb.AckCompleted})
 	}
-	results, err := c.Ack(ctx, "orders", "billing", acks)
+	results, err := c.Ack(ctx, queue, "billing", acks)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -100,22 +101,33 @@ func ExampleClient_Pop() {
 			fmt.Println(acks[i].Partition, err)
 		}
 	}
-}
 
-func ExampleClient_Consume() {
-	nc, err := nats.Connect(nats.DefaultURL)
+	info, err := c.Info(ctx, queue)
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer nc.Close()
-	c := comb.New(nc)
+	fmt.Println("billing pending:", info.Groups[0].Pending)
+	// Output:
+	// eu/0 attempt 1: {"sku":42}
+	// eu/1 attempt 1: {"sku":43}
+	// billing pending: 0
+}
 
-	// Stop after a minute; in a service, cancel on SIGTERM instead.
+func ExampleClient_Consume() {
+	c := comb.New(nc)
+	const queue = "example.consume"
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	if _, err := c.Push(ctx, queue, []comb.Message{
+		{Data: []byte(`{"sku":42}`)}, {Data: []byte(`{"sku":43}`)}, {Data: []byte(`{"sku":44}`)},
+	}); err != nil {
+		log.Fatal(err)
+	}
 
+	// Consume runs until ctx is cancelled: here once three messages are
+	// handled; in a service, on SIGTERM.
 	stats := &comb.ConsumeStats{}
-	err = c.Consume(ctx, "orders", comb.ConsumeOptions{
+	err := c.Consume(ctx, queue, comb.ConsumeOptions{
 		Group:       "billing",
 		Max:         100,
 		Partitions:  4,
@@ -127,24 +139,30 @@ func ExampleClient_Consume() {
 		for _, d := range batch {
 			fmt.Printf("%s/%d: %s\n", d.Partition, d.Offset, d.Data)
 		}
+		if stats.Popped.Load() >= 3 {
+			cancel()
+		}
 		return nil // completes the batch; an error hands it back
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
+	// Consume has waited for its acks.
 	fmt.Println("handled", stats.Popped.Load(), "acked", stats.Acked.Load())
+	// Output:
+	// default/0: {"sku":42}
+	// default/1: {"sku":43}
+	// default/2: {"sku":44}
+	// handled 3 acked 3
 }
 
 func ExampleClient_Configure() {
-	nc, err := nats.Connect(nats.DefaultURL)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer nc.Close()
 	c := comb.New(nc)
+	ctx := context.Background()
+	const queue = "example.configure"
 
 	// Only the fields given change; the rest keep their values.
-	cfg, err := c.Configure(context.Background(), "orders", comb.ConfigPatch{
+	cfg, err := c.Configure(ctx, queue, comb.ConfigPatch{
 		MaxAttempts:  comb.Int64(5),
 		DedupWindowS: comb.Int64(3600),
 	})
@@ -152,29 +170,58 @@ func ExampleClient_Configure() {
 		log.Fatal(err)
 	}
 	fmt.Println(cfg.MaxAttempts, cfg.DedupWindowS, cfg.LeaseMS)
+
+	// Within the dedup window, a message whose ID the partition already
+	// has is not stored again.
+	for range 2 {
+		r, err := c.Put(ctx, queue, []byte(`{"sku":42}`), comb.PutOptions{ID: "order-7"})
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(r.Offset, r.Status)
+	}
+	// Output:
+	// 5 3600 30000
+	// 0 stored
+	// 0 duplicate
 }
 
 func ExampleClient_DeadLetters() {
-	nc, err := nats.Connect(nats.DefaultURL)
+	c := comb.New(nc)
+	ctx := context.Background()
+	const queue = "example.dlq"
+
+	// Two messages that group billing gives up on at once.
+	if _, err := c.Push(ctx, queue, []comb.Message{
+		{Data: []byte(`{"sku":42}`)}, {Data: []byte(`{"sku":43}`)},
+	}); err != nil {
+		log.Fatal(err)
+	}
+	batch, err := c.Pop(ctx, queue, comb.PopOptions{Group: "billing"})
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer nc.Close()
-	c := comb.New(nc)
-	ctx := context.Background()
+	var acks []comb.Ack
+	for _, d := range batch {
+		acks = append(acks, comb.Ack{Partition: d.Partition, Offset: d.Offset, Lease: d.Lease, Status: comb.AckDead})
+	}
+	if _, err := c.Ack(ctx, queue, "billing", acks); err != nil {
+		log.Fatal(err)
+	}
 
 	// Replay every dead letter of group billing, a page at a time.
 	q := comb.DeadLetterQuery{Group: "billing"}
 	for {
-		page, next, err := c.DeadLetters(ctx, "orders", q)
+		page, next, err := c.DeadLetters(ctx, queue, q)
 		if err != nil {
 			log.Fatal(err)
 		}
 		var ids []string
 		for _, d := range page {
+			fmt.Printf("%s/%d %s after %d attempt(s): %s\n", d.Partition, d.Offset, d.Reason, d.Attempts, d.Data)
 			ids = append(ids, d.DLQID)
 		}
-		n, err := c.Replay(ctx, "orders", ids)
+		n, err := c.Replay(ctx, queue, ids)
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -184,17 +231,16 @@ func ExampleClient_DeadLetters() {
 		}
 		q.After = next
 	}
+	// Output:
+	// default/0 dead after 1 attempt(s): {"sku":42}
+	// default/1 dead after 1 attempt(s): {"sku":43}
+	// replayed 2
 }
 
 func ExampleError() {
-	nc, err := nats.Connect(nats.DefaultURL)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer nc.Close()
 	c := comb.New(nc)
 
-	_, err = c.Info(context.Background(), "no-such-queue")
+	_, err := c.Info(context.Background(), "example.no-such-queue")
 	var e *comb.Error
 	switch {
 	case errors.Is(err, comb.ErrNotFound):
@@ -206,4 +252,6 @@ func ExampleError() {
 	case err != nil:
 		log.Fatal(err)
 	}
+	// Output:
+	// no such queue
 }

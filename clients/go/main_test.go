@@ -13,7 +13,27 @@ import (
 	"github.com/combmq/comb/internal/pgtest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(pgtest.Wrap(m)) }
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(pgtest.Wrap(m).With(startExampleComb))
+}
+
+// nc is the connection the examples use: to a Comb of their own, shared by
+// all of them, which runs from before the first test to after the last.
+// Each example uses its own queue, so they do not see each other.
+var nc *nats.Conn
+
+// startExampleComb is the pgtest fixture that starts the examples' Comb;
+// pgtest stops it after the last example, before goleak looks for leaks.
+func startExampleComb() (stop func() error, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	env, stop, err := combtest.Open(ctx, combtest.Options{Name: "examples"})
+	if err != nil {
+		return nil, err
+	}
+	nc = env.NC
+	return stop, nil
+}
 
 // bundle is what a test gets from setup: a whole Comb (PostgreSQL schema,
 // NATS server, bridge) and a client connected to it over TCP.

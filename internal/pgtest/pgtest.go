@@ -46,7 +46,8 @@ var (
 // Runner runs a test binary's tests with PostgreSQL available. It satisfies
 // goleak.TestingM, so goleak checks for leaks after PostgreSQL is stopped.
 type Runner struct {
-	m *testing.M
+	m        *testing.M
+	fixtures []func() (stop func() error, err error)
 }
 
 // Wrap returns a Runner for m; call its Run from TestMain.
@@ -59,8 +60,18 @@ func Run(m *testing.M) int { return Wrap(m).Run() }
 // Main is Run followed by os.Exit.
 func Main(m *testing.M) { os.Exit(Run(m)) }
 
-// Run starts PostgreSQL, runs the tests and stops PostgreSQL. It returns 1
-// without running any test when PostgreSQL cannot be had.
+// With adds a fixture shared by the whole binary, such as the Comb that
+// runnable examples talk to: Run calls start once PostgreSQL is up, before
+// any test, and the stop it returns after the tests, before PostgreSQL
+// stops. Fixtures start in the order added and stop in reverse.
+func (r *Runner) With(start func() (stop func() error, err error)) *Runner {
+	r.fixtures = append(r.fixtures, start)
+	return r
+}
+
+// Run starts PostgreSQL and the fixtures, runs the tests and stops them
+// all. It returns 1 without running any test when PostgreSQL or a fixture
+// cannot be had, and 1 when a fixture fails to stop.
 func (r *Runner) Run() int {
 	tmp, err := setup()
 	defer teardown(tmp)
@@ -68,7 +79,27 @@ func (r *Runner) Run() int {
 		fmt.Fprintf(os.Stderr, "pgtest: %v\n", err)
 		return 1
 	}
-	return r.m.Run()
+	code := 0
+	var stops []func() error
+	for _, start := range r.fixtures {
+		stop, err := start()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "pgtest: start fixture: %v\n", err)
+			code = 1
+			break
+		}
+		stops = append(stops, stop)
+	}
+	if code == 0 {
+		code = r.m.Run()
+	}
+	for i := len(stops) - 1; i >= 0; i-- {
+		if err := stops[i](); err != nil {
+			fmt.Fprintf(os.Stderr, "pgtest: stop fixture: %v\n", err)
+			code = 1
+		}
+	}
+	return code
 }
 
 func setup() (tmp string, err error) {
@@ -155,27 +186,46 @@ func Cluster() *pgcluster.Cluster { return cluster }
 // URL, so they close before the schema is dropped.
 func URL(t testing.TB) string {
 	t.Helper()
-	if admin == nil {
-		t.Fatal("pgtest: no PostgreSQL: call pgtest.Run (or Wrap, or Main) from TestMain")
-	}
-	schema := schemaName(t.Name())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
-		t.Fatalf("pgtest: create schema: %v", err)
+	u, drop, err := Schema(ctx, t.Name())
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if _, err := admin.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-			t.Errorf("pgtest: drop schema %s (a connection still open on it?): %v", schema, err)
+		if err := drop(ctx); err != nil {
+			t.Errorf("pgtest: %v", err)
 		}
 	})
+	return u
+}
+
+// Schema is URL for code that has no test at hand, such as a Runner
+// fixture: it creates a fresh schema whose name starts with label, and
+// returns a connection URL whose sessions use it and a function that drops
+// it with everything in it. Close the pools opened on the URL before drop.
+func Schema(ctx context.Context, label string) (string, func(context.Context) error, error) {
+	if admin == nil {
+		return "", nil, errors.New("no PostgreSQL: call pgtest.Run (or Wrap, or Main) from TestMain")
+	}
+	schema := schemaName(label)
+	ident := pgx.Identifier{schema}.Sanitize()
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+ident); err != nil {
+		return "", nil, fmt.Errorf("create schema: %w", err)
+	}
+	drop := func(ctx context.Context) error {
+		if _, err := admin.Exec(ctx, "DROP SCHEMA "+ident+" CASCADE"); err != nil {
+			return fmt.Errorf("drop schema %s (a connection still open on it?): %w", schema, err)
+		}
+		return nil
+	}
 	u, err := withSearchPath(baseURL, schema)
 	if err != nil {
-		t.Fatalf("pgtest: %v", err)
+		return "", nil, errors.Join(err, drop(ctx))
 	}
-	return u
+	return u, drop, nil
 }
 
 // schemaName makes a unique, unquoted-safe schema name that still says
