@@ -99,18 +99,12 @@ func (p *pushParser) messages(out []rawMessage) ([]rawMessage, error) {
 			return nil, err
 		}
 		out = append(out, m)
-		p.ws()
-		if p.i >= len(p.b) {
-			return nil, p.eof()
+		done, err := p.sep(']', "after array element")
+		if err != nil {
+			return nil, err
 		}
-		switch p.b[p.i] {
-		case ',':
-			p.i++
-		case ']':
-			p.i++
+		if done {
 			return out, nil
-		default:
-			return nil, p.syntax("after array element")
 		}
 	}
 }
@@ -207,18 +201,8 @@ func (p *pushParser) object(field func(key []byte) error) error {
 		if err := field(key); err != nil {
 			return err
 		}
-		p.ws()
-		if p.i >= len(p.b) {
-			return p.eof()
-		}
-		switch p.b[p.i] {
-		case ',':
-			p.i++
-		case '}':
-			p.i++
-			return nil
-		default:
-			return p.syntax("after object key:value pair")
+		if done, err := p.sep('}', "after object key:value pair"); err != nil || done {
+			return err
 		}
 	}
 }
@@ -392,18 +376,8 @@ func (p *pushParser) value(depth int) error {
 			if err := p.value(depth + 1); err != nil {
 				return err
 			}
-			p.ws()
-			if p.i >= len(p.b) {
-				return p.eof()
-			}
-			switch p.b[p.i] {
-			case ',':
-				p.i++
-			case ']':
-				p.i++
-				return nil
-			default:
-				return p.syntax("after array element")
+			if done, err := p.sep(']', "after array element"); err != nil || done {
+				return err
 			}
 		}
 	case c == '"':
@@ -466,6 +440,25 @@ func (p *pushParser) skipString() error {
 	}
 	p.i = len(p.b)
 	return p.eof()
+}
+
+// sep reads what follows an element of an object or array: a comma (more
+// elements follow) or closer (done). where names the place for a syntax
+// error, as encoding/json does.
+func (p *pushParser) sep(closer byte, where string) (done bool, err error) {
+	p.ws()
+	if p.i >= len(p.b) {
+		return false, p.eof()
+	}
+	switch p.b[p.i] {
+	case ',':
+		p.i++
+		return false, nil
+	case closer:
+		p.i++
+		return true, nil
+	}
+	return false, p.syntax(where)
 }
 
 // stringSpecial marks the bytes that end or interrupt a plain run inside a
