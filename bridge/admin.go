@@ -6,6 +6,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/combmq/comb/internal/wire"
+	"github.com/combmq/comb/store"
 )
 
 // The verbs below are rare next to push, pop and ack: each runs its own
@@ -48,23 +49,43 @@ func (b *Bridge) submit(req micro.Request, verb string, work func(ctx context.Co
 	}
 }
 
-func (b *Bridge) handleRenew(req micro.Request) {
+// serveAdmin answers an admin request: the queue from the subject and the
+// body by parse, each a 400 when bad, then work on the admin workers.
+func serveAdmin[T any](b *Bridge, req micro.Request, verb string, parse func([]byte) (T, error),
+	work func(ctx context.Context, queue string, in T) ([]byte, error)) {
 	queue, err := b.queueOf(req)
 	if err != nil {
 		b.fail(req, err)
 		return
 	}
-	leases, leaseMS, err := wire.DecodeRenew(req.Data())
+	in, err := parse(req.Data())
 	if err != nil {
 		b.fail(req, err)
 		return
 	}
-	b.submit(req, wire.VerbRenew, func(ctx context.Context) ([]byte, error) {
-		res, err := b.st.Renew(ctx, queue, leases, leaseMS)
+	b.submit(req, verb, func(ctx context.Context) ([]byte, error) { return work(ctx, queue, in) })
+}
+
+// decodeEmpty is the parse of the verbs that take no fields.
+func decodeEmpty(body []byte) (struct{}, error) { return struct{}{}, wire.DecodeEmpty(body) }
+
+type renewBody struct {
+	leases  []string
+	leaseMS int64
+}
+
+func decodeRenew(body []byte) (renewBody, error) {
+	leases, leaseMS, err := wire.DecodeRenew(body)
+	return renewBody{leases, leaseMS}, err
+}
+
+func (b *Bridge) handleRenew(req micro.Request) {
+	serveAdmin(b, req, wire.VerbRenew, decodeRenew, func(ctx context.Context, queue string, r renewBody) ([]byte, error) {
+		res, err := b.st.Renew(ctx, queue, r.leases, r.leaseMS)
 		if err != nil {
 			return nil, err
 		}
-		if len(res) != len(leases) {
+		if len(res) != len(r.leases) {
 			return nil, errResultCount
 		}
 		return wire.RenewReply(res), nil
@@ -72,17 +93,7 @@ func (b *Bridge) handleRenew(req micro.Request) {
 }
 
 func (b *Bridge) handleConfigure(req micro.Request) {
-	queue, err := b.queueOf(req)
-	if err != nil {
-		b.fail(req, err)
-		return
-	}
-	patch, err := wire.DecodeConfigure(req.Data())
-	if err != nil {
-		b.fail(req, err)
-		return
-	}
-	b.submit(req, wire.VerbConfigure, func(ctx context.Context) ([]byte, error) {
+	serveAdmin(b, req, wire.VerbConfigure, wire.DecodeConfigure, func(ctx context.Context, queue string, patch store.ConfigPatch) ([]byte, error) {
 		cfg, err := b.st.Configure(ctx, queue, patch)
 		if err != nil {
 			return nil, err
@@ -92,16 +103,7 @@ func (b *Bridge) handleConfigure(req micro.Request) {
 }
 
 func (b *Bridge) handleInfo(req micro.Request) {
-	queue, err := b.queueOf(req)
-	if err != nil {
-		b.fail(req, err)
-		return
-	}
-	if err := wire.DecodeEmpty(req.Data()); err != nil {
-		b.fail(req, err)
-		return
-	}
-	b.submit(req, wire.VerbInfo, func(ctx context.Context) ([]byte, error) {
+	serveAdmin(b, req, wire.VerbInfo, decodeEmpty, func(ctx context.Context, queue string, _ struct{}) ([]byte, error) {
 		info, err := b.st.Info(ctx, queue)
 		if err != nil {
 			return nil, err
@@ -111,15 +113,7 @@ func (b *Bridge) handleInfo(req micro.Request) {
 }
 
 func (b *Bridge) handleList(req micro.Request) {
-	if _, err := b.queueOf(req); err != nil {
-		b.fail(req, err)
-		return
-	}
-	if err := wire.DecodeEmpty(req.Data()); err != nil {
-		b.fail(req, err)
-		return
-	}
-	b.submit(req, wire.VerbList, func(ctx context.Context) ([]byte, error) {
+	serveAdmin(b, req, wire.VerbList, decodeEmpty, func(ctx context.Context, _ string, _ struct{}) ([]byte, error) {
 		queues, err := b.st.List(ctx)
 		if err != nil {
 			return nil, err
@@ -129,16 +123,7 @@ func (b *Bridge) handleList(req micro.Request) {
 }
 
 func (b *Bridge) handleDelete(req micro.Request) {
-	queue, err := b.queueOf(req)
-	if err != nil {
-		b.fail(req, err)
-		return
-	}
-	if err := wire.DecodeEmpty(req.Data()); err != nil {
-		b.fail(req, err)
-		return
-	}
-	b.submit(req, wire.VerbDelete, func(ctx context.Context) ([]byte, error) {
+	serveAdmin(b, req, wire.VerbDelete, decodeEmpty, func(ctx context.Context, queue string, _ struct{}) ([]byte, error) {
 		if err := b.st.Delete(ctx, queue); err != nil {
 			return nil, err
 		}
@@ -149,17 +134,7 @@ func (b *Bridge) handleDelete(req micro.Request) {
 }
 
 func (b *Bridge) handleSeek(req micro.Request) {
-	queue, err := b.queueOf(req)
-	if err != nil {
-		b.fail(req, err)
-		return
-	}
-	sk, err := wire.DecodeSeek(req.Data())
-	if err != nil {
-		b.fail(req, err)
-		return
-	}
-	b.submit(req, wire.VerbSeek, func(ctx context.Context) ([]byte, error) {
+	serveAdmin(b, req, wire.VerbSeek, wire.DecodeSeek, func(ctx context.Context, queue string, sk wire.Seek) ([]byte, error) {
 		n, err := b.st.Seek(ctx, queue, sk.Group, sk.Partition, sk.To)
 		if err != nil {
 			return nil, err
@@ -171,17 +146,7 @@ func (b *Bridge) handleSeek(req micro.Request) {
 }
 
 func (b *Bridge) handleDLQ(req micro.Request) {
-	queue, err := b.queueOf(req)
-	if err != nil {
-		b.fail(req, err)
-		return
-	}
-	d, err := wire.DecodeDLQ(req.Data())
-	if err != nil {
-		b.fail(req, err)
-		return
-	}
-	b.submit(req, wire.VerbDLQ, func(ctx context.Context) ([]byte, error) {
+	serveAdmin(b, req, wire.VerbDLQ, wire.DecodeDLQ, func(ctx context.Context, queue string, d wire.DLQ) ([]byte, error) {
 		switch d.Op {
 		case wire.DLQReplay:
 			n, err := b.st.ReplayDeadLetters(ctx, queue, d.IDs)
