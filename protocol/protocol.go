@@ -1,0 +1,236 @@
+// Package protocol is Comb's wire contract in Go: subjects and verbs,
+// header names, status strings, error codes, defaults and limits, and the
+// JSON shapes of every request and reply. It imports nothing but the
+// standard library, so any client may use it without pulling in PostgreSQL
+// drivers or a NATS server.
+//
+// The shapes here are the reference: clients encode and decode them with
+// encoding/json. The broker writes its hot replies (push, pop, ack) by hand
+// and parses push bodies by hand, for speed; tests hold those against
+// these types.
+package protocol
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Version is the protocol version this package describes. Additions keep
+// the version; a change that breaks a client would raise it.
+const Version = 1
+
+// DefaultPrefix is the first subject token(s) of every request unless the
+// broker is configured with another prefix.
+const DefaultPrefix = "comb"
+
+// ServiceName is the name the broker registers with the NATS micro
+// framework (`nats micro info comb`).
+const ServiceName = "comb"
+
+// The verbs: the token after the prefix.
+const (
+	VerbPush      = "push"
+	VerbPut       = "put"
+	VerbPop       = "pop"
+	VerbAck       = "ack"
+	VerbRenew     = "renew"
+	VerbConfigure = "configure"
+	VerbInfo      = "info"
+	VerbList      = "list"
+	VerbDelete    = "delete"
+	VerbDLQ       = "dlq"
+	VerbSeek      = "seek"
+)
+
+// Verbs lists every verb, in the order the broker registers its endpoints.
+var Verbs = []string{VerbPush, VerbPut, VerbPop, VerbAck, VerbRenew, VerbConfigure, VerbInfo, VerbList, VerbDelete, VerbDLQ, VerbSeek}
+
+// Subject returns the subject of a request: <prefix>.<verb>.<queue>, or
+// <prefix>.list for the list verb (which takes no queue).
+func Subject(prefix, verb, queue string) string {
+	if verb == VerbList {
+		return prefix + "." + verb
+	}
+	return prefix + "." + verb + "." + queue
+}
+
+// ParseSubject splits a request subject "<prefix>.<verb>.<queue>" into its
+// verb and queue, checking the queue name. The list verb takes no queue:
+// "<prefix>.list" returns queue "".
+func ParseSubject(prefix, subject string) (verb, queue string, err error) {
+	rest, ok := strings.CutPrefix(subject, prefix)
+	if !ok || !strings.HasPrefix(rest, ".") {
+		return "", "", BadRequest("subject %q: does not start with %q", subject, prefix+".")
+	}
+	verb, queue, hasQueue := strings.Cut(rest[1:], ".")
+	switch verb {
+	case VerbList:
+		if hasQueue {
+			return "", "", BadRequest("subject %q: list takes no queue name", subject)
+		}
+		return verb, "", nil
+	case VerbPush, VerbPut, VerbPop, VerbAck, VerbRenew, VerbConfigure, VerbInfo, VerbDelete, VerbDLQ, VerbSeek:
+	default:
+		return "", "", BadRequest("subject %q: unknown verb %q", subject, verb)
+	}
+	if !hasQueue || queue == "" {
+		return "", "", BadRequest("subject %q: queue name missing", subject)
+	}
+	if err := ValidateQueue(queue); err != nil {
+		return "", "", err
+	}
+	return verb, queue, nil
+}
+
+// Headers.
+const (
+	// HeaderPartition and HeaderID carry a put's partition and producer id.
+	HeaderPartition = "Comb-Partition"
+	HeaderID        = "Comb-Id"
+	// HeaderError and HeaderErrorCode are the NATS micro framework's error
+	// headers, set on every error reply: the message and the code.
+	HeaderError     = "Nats-Service-Error"
+	HeaderErrorCode = "Nats-Service-Error-Code"
+)
+
+// Push statuses, in PushResult.Status.
+const (
+	// StatusStored: the message is durable in PostgreSQL at its offset.
+	StatusStored = "stored"
+	// StatusDuplicate: a message with the same id was stored in the
+	// partition within the queue's dedup window; the offset is the
+	// original's.
+	StatusDuplicate = "duplicate"
+	// StatusSpooled: accepted into the broker's local disk spool while
+	// PostgreSQL is unreachable; no offset yet. No broker produces it yet:
+	// the spool is planned, and clients should accept the status.
+	StatusSpooled = "spooled"
+)
+
+// Ack statuses, in Ack.Status.
+const (
+	// AckCompleted settles the message and every earlier one of its lease.
+	AckCompleted = "completed"
+	// AckRetry settles the earlier messages of the lease; this one and the
+	// rest of the lease become deliverable again at once, without spending
+	// an attempt.
+	AckRetry = "retry"
+	// AckFailed is AckRetry spending an attempt: when the queue's
+	// max_attempts are spent the message is dead-lettered.
+	AckFailed = "failed"
+	// AckDead dead-letters the message at once.
+	AckDead = "dead"
+)
+
+// Values of PopRequest.From (besides an RFC 3339 time).
+const (
+	// FromAll starts a new group at the oldest retained message.
+	FromAll = "all"
+	// FromNew starts a new group at the next message pushed.
+	FromNew = "new"
+)
+
+// Values of SeekRequest.To (besides an RFC 3339 time).
+const (
+	SeekStart = "start"
+	SeekEnd   = "end"
+)
+
+// Wire error codes. They follow HTTP's meanings so that any client can map
+// them without reading Comb's code.
+const (
+	CodeBadRequest  = 400
+	CodeNotFound    = 404
+	CodeConflict    = 409
+	CodeTooLarge    = 413
+	CodeTooMany     = 429
+	CodeInternal    = 500
+	CodeUnavailable = 503
+)
+
+// Sentinel errors, one per code. An *Error matches the sentinel of its code
+// with errors.Is, e.g. errors.Is(err, protocol.ErrNotFound).
+var (
+	// ErrBadRequest is code 400: malformed JSON, a bad name, an unknown
+	// field value or ack status. Retrying the same request will not help.
+	ErrBadRequest = errors.New("bad request")
+	// ErrNotFound is code 404: the queue does not exist (pop, ack, renew,
+	// info, delete and dlq do not create queues; push, put and configure do).
+	ErrNotFound = errors.New("not found")
+	// ErrConflict is code 409: a lease conflict the whole request depends on.
+	ErrConflict = errors.New("conflict")
+	// ErrTooLarge is code 413: a message or a request over its size limit.
+	ErrTooLarge = errors.New("too large")
+	// ErrLimit is code 429: a queue limit (max_messages, max_bytes) is
+	// reached, or the broker is overloaded; retry later.
+	ErrLimit = errors.New("limit reached")
+	// ErrUnavailable is code 503: PostgreSQL is unreachable, or the broker
+	// is stopping; retry later.
+	ErrUnavailable = errors.New("unavailable")
+	// ErrInternal is code 500: a bug in the broker; the message carries the
+	// request id the broker logged it under.
+	ErrInternal = errors.New("internal error")
+)
+
+// Error is a protocol error: a code and a message for people. The broker
+// sends it as the error headers and ErrorReply; clients return it.
+type Error struct {
+	Code    int
+	Message string
+}
+
+// Error returns the message followed by the code.
+func (e *Error) Error() string { return e.Message + " (" + strconv.Itoa(e.Code) + ")" }
+
+// Is reports whether target is the sentinel error of e's code, so that
+// errors.Is(err, ErrNotFound) holds for a 404.
+func (e *Error) Is(target error) bool {
+	s := Sentinel(e.Code)
+	return s != nil && s == target
+}
+
+// Temporary reports whether the same request may succeed later without
+// change: 429 and 503.
+func (e *Error) Temporary() bool { return e.Code == CodeTooMany || e.Code == CodeUnavailable }
+
+// Sentinel returns the sentinel error of a code, or nil.
+func Sentinel(code int) error {
+	switch code {
+	case CodeBadRequest:
+		return ErrBadRequest
+	case CodeNotFound:
+		return ErrNotFound
+	case CodeConflict:
+		return ErrConflict
+	case CodeTooLarge:
+		return ErrTooLarge
+	case CodeTooMany:
+		return ErrLimit
+	case CodeInternal:
+		return ErrInternal
+	case CodeUnavailable:
+		return ErrUnavailable
+	}
+	return nil
+}
+
+// Errorf returns an *Error with the given code and a formatted message.
+func Errorf(code int, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// BadRequest is Errorf with CodeBadRequest.
+func BadRequest(format string, args ...any) *Error {
+	return Errorf(CodeBadRequest, format, args...)
+}
+
+// AsError returns err as an *Error when it is one (or wraps one).
+func AsError(err error) (*Error, bool) {
+	var pe *Error
+	if errors.As(err, &pe) {
+		return pe, true
+	}
+	return nil, false
+}

@@ -1,0 +1,255 @@
+package protocol
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// The JSON shapes of requests and replies. Optional request fields are
+// omitted when zero; a pointer marks a field whose zero value would mean
+// something else than leaving it out (a pop's "max":0 is out of range, an
+// ack's offset is required).
+
+// PushRequest is the body of <prefix>.push.<queue>.
+type PushRequest struct {
+	Messages []PushMessage `json:"messages"`
+}
+
+// PushMessage is one message of a push. It carries exactly one of Data
+// (any JSON value, kept byte for byte) and DataB64 (standard base64).
+type PushMessage struct {
+	// Partition orders messages; empty means DefaultPartition.
+	Partition string `json:"partition,omitempty"`
+	// ID is an optional producer id for deduplication.
+	ID      string          `json:"id,omitempty"`
+	Data    json.RawMessage `json:"data,omitempty"`
+	DataB64 *string         `json:"data_b64,omitempty"`
+}
+
+// PushReply is the reply of push and put: one result per message, in
+// request order.
+type PushReply struct {
+	Results []PushResult `json:"results"`
+}
+
+// PushResult is the outcome of one pushed message. A spooled message has no
+// offset yet; its result leaves offset out.
+type PushResult struct {
+	Partition string `json:"partition"`
+	Offset    int64  `json:"offset"`
+	Status    string `json:"status"` // StatusStored, StatusDuplicate or StatusSpooled
+}
+
+// PopRequest is the body of <prefix>.pop.<queue>; every field is optional.
+type PopRequest struct {
+	Group      string `json:"group,omitempty"`
+	Partition  string `json:"partition,omitempty"`
+	Max        *int   `json:"max,omitempty"`        // 1..MaxPopMessages; default DefaultPopMax
+	Partitions *int   `json:"partitions,omitempty"` // 1..MaxPopPartitions; default 1
+	WaitMS     int64  `json:"wait_ms,omitempty"`    // 0..MaxWaitMS
+	LeaseMS    int64  `json:"lease_ms,omitempty"`   // 0 (the queue's) or MinLeaseMS..MaxLeaseMS
+	AutoAck    bool   `json:"auto_ack,omitempty"`
+	From       string `json:"from,omitempty"` // FromAll, FromNew or an RFC 3339 time
+}
+
+// PopReply is the reply of a pop: the messages leased, in partition order.
+type PopReply struct {
+	Messages []Delivery `json:"messages"`
+}
+
+// Delivery is one delivered message. It carries Data when the message's
+// bytes are JSON, else DataB64.
+type Delivery struct {
+	Partition string          `json:"partition"`
+	Offset    int64           `json:"offset"`
+	ID        string          `json:"id,omitempty"`
+	Lease     string          `json:"lease,omitempty"` // empty with auto_ack
+	Attempt   int             `json:"attempt"`
+	CreatedAt time.Time       `json:"created_at"`
+	Data      json.RawMessage `json:"data,omitempty"`
+	DataB64   *string         `json:"data_b64,omitempty"`
+}
+
+// AckRequest is the body of <prefix>.ack.<queue>.
+type AckRequest struct {
+	Group string `json:"group,omitempty"`
+	Acks  []Ack  `json:"acks"`
+}
+
+// Ack settles a leased message and, cumulatively, the earlier messages of
+// its lease.
+type Ack struct {
+	Partition string `json:"partition,omitempty"`
+	Offset    *int64 `json:"offset"` // required
+	Lease     string `json:"lease"`
+	Status    string `json:"status,omitempty"` // AckCompleted (default), AckRetry, AckFailed or AckDead
+}
+
+// AckReply is the reply of an ack: one result per ack, in request order.
+type AckReply struct {
+	Results []AckResult `json:"results"`
+}
+
+// AckResult is the outcome of one ack. An ack under a wrong or expired
+// lease, or for an offset outside its lease, settles nothing: OK is false
+// and Error says why.
+type AckResult struct {
+	OK    bool   `json:"ok"`
+	Error string `json:"error,omitempty"`
+}
+
+// RenewRequest is the body of <prefix>.renew.<queue>.
+type RenewRequest struct {
+	Leases  []string `json:"leases"`
+	LeaseMS int64    `json:"lease_ms,omitempty"` // 0: the queue's lease time
+}
+
+// RenewReply is the reply of a renew: one result per lease.
+type RenewReply struct {
+	Results []RenewResult `json:"results"`
+}
+
+// RenewResult is the outcome of renewing one lease.
+type RenewResult struct {
+	Lease     string    `json:"lease"`
+	OK        bool      `json:"ok"`
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
+	Error     string    `json:"error,omitempty"`
+}
+
+// QueueConfig is a queue's settings: the reply of configure, and part of
+// info.
+type QueueConfig struct {
+	LeaseMS             int64 `json:"lease_ms"`              // lease time of a pop (DefaultLeaseMS)
+	MaxAttempts         int64 `json:"max_attempts"`          // deliveries charged by "failed" before dead-lettering (DefaultMaxAttempts)
+	DeadLetter          bool  `json:"dead_letter"`           // keep dead letters, else drop them (true)
+	DedupWindowS        int64 `json:"dedup_window_s"`        // how long a producer id is remembered, 0 = off
+	CompletedRetentionS int64 `json:"completed_retention_s"` // delete messages every group completed after this long, 0 = keep
+	MaxAgeS             int64 `json:"max_age_s"`             // delete messages after this long, consumed or not, 0 = keep
+	DelayMS             int64 `json:"delay_ms"`              // a message becomes deliverable this long after its push
+	MaxMessages         int64 `json:"max_messages"`          // refuse pushes (429) beyond this many retained, 0 = no limit
+	MaxBytes            int64 `json:"max_bytes"`             // refuse pushes (429) beyond this many retained bytes, 0 = no limit
+	MaxMessageBytes     int64 `json:"max_message_bytes"`     // largest single message (DefaultMaxMessageBytes)
+}
+
+// ConfigPatch is the body of <prefix>.configure.<queue>: the settings to
+// change. Fields left out (nil) keep their value; a new queue starts from
+// the defaults.
+type ConfigPatch struct {
+	LeaseMS             *int64 `json:"lease_ms,omitempty"`
+	MaxAttempts         *int64 `json:"max_attempts,omitempty"`
+	DeadLetter          *bool  `json:"dead_letter,omitempty"`
+	DedupWindowS        *int64 `json:"dedup_window_s,omitempty"`
+	CompletedRetentionS *int64 `json:"completed_retention_s,omitempty"`
+	MaxAgeS             *int64 `json:"max_age_s,omitempty"`
+	DelayMS             *int64 `json:"delay_ms,omitempty"`
+	MaxMessages         *int64 `json:"max_messages,omitempty"`
+	MaxBytes            *int64 `json:"max_bytes,omitempty"`
+	MaxMessageBytes     *int64 `json:"max_message_bytes,omitempty"`
+}
+
+// Info is the reply of <prefix>.info.<queue>: a queue's settings and live
+// figures.
+type Info struct {
+	Name        string          `json:"name"`
+	Config      QueueConfig     `json:"config"`
+	CreatedAt   time.Time       `json:"created_at"`
+	Messages    int64           `json:"messages"`     // retained messages
+	Bytes       int64           `json:"bytes"`        // retained payload bytes
+	DeadLetters int64           `json:"dead_letters"` // dead letters kept
+	Partitions  []PartitionInfo `json:"partitions"`
+	Groups      []GroupInfo     `json:"groups"`
+}
+
+// PartitionInfo is one partition's figures.
+type PartitionInfo struct {
+	Name       string `json:"name"`
+	NextOffset int64  `json:"next_offset"` // offset the next message will get
+	LowOffset  int64  `json:"low_offset"`  // oldest retained offset
+}
+
+// GroupInfo is one consumer group's state over a queue.
+type GroupInfo struct {
+	Name    string `json:"name"`
+	Pending int64  `json:"pending"` // messages the group has not completed
+	Leased  int64  `json:"leased"`  // partitions the group holds a lease on
+}
+
+// ListReply is the reply of <prefix>.list.
+type ListReply struct {
+	Queues []QueueSummary `json:"queues"`
+}
+
+// QueueSummary is one queue's line in a list.
+type QueueSummary struct {
+	Name       string `json:"name"`
+	Partitions int64  `json:"partitions"`
+	Messages   int64  `json:"messages"`
+	Bytes      int64  `json:"bytes"`
+	Groups     int64  `json:"groups"`
+	Pending    int64  `json:"pending"` // the largest backlog of any group
+}
+
+// DLQRequest is the body of <prefix>.dlq.<queue>: a listing (Group, Limit,
+// After, all optional), or Replay, or Purge, each alone.
+type DLQRequest struct {
+	Group  string   `json:"group,omitempty"`
+	Limit  *int     `json:"limit,omitempty"` // 1..MaxDLQLimit; default DefaultDLQLimit
+	After  string   `json:"after,omitempty"` // the Next of the previous page
+	Replay []string `json:"replay,omitempty"`
+	Purge  []string `json:"purge,omitempty"`
+}
+
+// DLQReply is the reply of a dead-letter listing.
+type DLQReply struct {
+	DeadLetters []DeadLetter `json:"dead_letters"`
+	Next        string       `json:"next"` // cursor of the next page; empty after the last
+}
+
+// DoneReply is the reply of a dead-letter replay or purge.
+type DoneReply struct {
+	Done int `json:"done"`
+}
+
+// DeadLetter is a message a group gave up on.
+type DeadLetter struct {
+	DLQID     string          `json:"dlq_id"`
+	Group     string          `json:"group"`
+	Partition string          `json:"partition"`
+	Offset    int64           `json:"offset"`
+	ID        string          `json:"id,omitempty"`
+	Attempts  int             `json:"attempts"`
+	Reason    string          `json:"reason"` // the ack status or cause that dead-lettered it
+	DeadAt    time.Time       `json:"dead_at"`
+	Data      json.RawMessage `json:"data,omitempty"`
+	DataB64   *string         `json:"data_b64,omitempty"`
+}
+
+// SeekRequest is the body of <prefix>.seek.<queue>.
+type SeekRequest struct {
+	Group     string `json:"group,omitempty"`
+	Partition string `json:"partition,omitempty"` // empty: every partition
+	To        string `json:"to"`                  // SeekStart, SeekEnd or an RFC 3339 time; required
+}
+
+// SeekReply is the reply of a seek: how many cursors moved.
+type SeekReply struct {
+	Moved int `json:"moved"`
+}
+
+// OKReply is the reply of delete.
+type OKReply struct {
+	OK bool `json:"ok"`
+}
+
+// ErrorReply is the body of every error reply; the headers HeaderError and
+// HeaderErrorCode say the same.
+type ErrorReply struct {
+	Error ErrorBody `json:"error"`
+}
+
+// ErrorBody is the code and message of an error reply.
+type ErrorBody struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
