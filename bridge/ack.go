@@ -1,12 +1,14 @@
 package bridge
 
 import (
+	"cmp"
 	"errors"
 
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/combmq/comb/domain"
 	"github.com/combmq/comb/internal/wire"
-	"github.com/combmq/comb/store"
+	"github.com/combmq/comb/protocol"
 )
 
 // errResultCount guards against a store reply that does not match its
@@ -16,7 +18,7 @@ var errResultCount = errors.New("store returned a wrong number of results")
 // ackJob is one ack request waiting for an ack worker.
 type ackJob struct {
 	call *call
-	req  store.AckRequest
+	req  domain.AckParams
 }
 
 func (b *Bridge) handleAck(req micro.Request) {
@@ -30,11 +32,11 @@ func (b *Bridge) handleAck(req micro.Request) {
 		b.fail(req, err)
 		return
 	}
-	c, ok := b.admit(req, wire.VerbAck)
+	c, ok := b.admit(req, protocol.VerbAck)
 	if !ok {
 		return
 	}
-	job := &ackJob{call: c, req: store.AckRequest{Queue: queue, Group: group, Acks: acks}}
+	job := &ackJob{call: c, req: domain.AckParams{Queue: queue, Group: group, Acks: acks}}
 	select {
 	case b.ackCh <- job:
 	default:
@@ -72,41 +74,48 @@ func (b *Bridge) ackWorker() {
 }
 
 func (b *Bridge) flushAck(batch []*ackJob) {
-	reqs := make([]*store.AckRequest, len(batch))
+	reqs := make([]domain.AckParams, len(batch))
 	for i, j := range batch {
-		reqs[i] = &j.req
+		reqs[i] = j.req
 	}
 	ctx, cancel := b.storeCtx()
-	err := b.st.Ack(ctx, reqs)
+	outs, err := b.st.Ack(ctx, reqs)
 	cancel()
-	b.stats[wire.VerbAck].transactions.Add(1)
+	if len(outs) != len(batch) {
+		outs = make([]domain.AckOutcome, len(batch))
+		for i := range outs {
+			outs[i].Err = cmp.Or(err, errResultCount)
+		}
+	}
+	b.stats[protocol.VerbAck].transactions.Add(1)
 	// A settled ack may make messages of its partition deliverable again to
 	// its group (retry, failed) or end the lease that held the partition
 	// back from the group's other consumers: waiting pops of that group
 	// may now find something.
 	var wake wakeSet
-	for _, j := range batch {
-		if j.req.Err == nil && err != nil {
-			j.req.Err = err
+	for i, j := range batch {
+		out := &outs[i]
+		if out.Err == nil && err != nil {
+			out.Err = err
 		}
-		if j.req.Err == nil && len(j.req.Results) != len(j.req.Acks) {
-			j.req.Err = errResultCount
+		if out.Err == nil && len(out.Results) != len(j.req.Acks) {
+			out.Err = errResultCount
 		}
-		if j.req.Err != nil {
+		if out.Err != nil {
 			continue
 		}
-		for i, r := range j.req.Results {
+		for k, r := range out.Results {
 			if r.OK {
-				wake.add(j.req.Queue, j.req.Group, j.req.Acks[i].Partition)
+				wake.add(j.req.Queue, j.req.Group, j.req.Acks[k].Partition)
 			}
 		}
 	}
 	b.publishWakes(&wake)
-	for _, j := range batch {
-		if j.req.Err != nil {
-			b.respondError(j.call, j.req.Err)
+	for i, j := range batch {
+		if outs[i].Err != nil {
+			b.respondError(j.call, outs[i].Err)
 		} else {
-			b.respond(j.call, wire.AckReply(j.req.Results))
+			b.respond(j.call, wire.AckReply(outs[i].Results))
 		}
 		b.finish(j.call)
 	}

@@ -5,8 +5,9 @@ import (
 
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/combmq/comb/domain"
 	"github.com/combmq/comb/internal/wire"
-	"github.com/combmq/comb/store"
+	"github.com/combmq/comb/protocol"
 )
 
 // The verbs below are rare next to push, pop and ack: each runs its own
@@ -80,8 +81,8 @@ func decodeRenew(body []byte) (renewBody, error) {
 }
 
 func (b *Bridge) handleRenew(req micro.Request) {
-	serveAdmin(b, req, wire.VerbRenew, decodeRenew, func(ctx context.Context, queue string, r renewBody) ([]byte, error) {
-		res, err := b.st.Renew(ctx, queue, r.leases, r.leaseMS)
+	serveAdmin(b, req, protocol.VerbRenew, decodeRenew, func(ctx context.Context, queue string, r renewBody) ([]byte, error) {
+		res, err := b.st.Renew(ctx, domain.RenewParams{Queue: queue, Leases: r.leases, LeaseMS: r.leaseMS})
 		if err != nil {
 			return nil, err
 		}
@@ -93,7 +94,7 @@ func (b *Bridge) handleRenew(req micro.Request) {
 }
 
 func (b *Bridge) handleConfigure(req micro.Request) {
-	serveAdmin(b, req, wire.VerbConfigure, wire.DecodeConfigure, func(ctx context.Context, queue string, patch store.ConfigPatch) ([]byte, error) {
+	serveAdmin(b, req, protocol.VerbConfigure, wire.DecodeConfigure, func(ctx context.Context, queue string, patch domain.ConfigPatch) ([]byte, error) {
 		cfg, err := b.st.Configure(ctx, queue, patch)
 		if err != nil {
 			return nil, err
@@ -103,7 +104,7 @@ func (b *Bridge) handleConfigure(req micro.Request) {
 }
 
 func (b *Bridge) handleInfo(req micro.Request) {
-	serveAdmin(b, req, wire.VerbInfo, decodeEmpty, func(ctx context.Context, queue string, _ struct{}) ([]byte, error) {
+	serveAdmin(b, req, protocol.VerbInfo, decodeEmpty, func(ctx context.Context, queue string, _ struct{}) ([]byte, error) {
 		info, err := b.st.Info(ctx, queue)
 		if err != nil {
 			return nil, err
@@ -113,7 +114,7 @@ func (b *Bridge) handleInfo(req micro.Request) {
 }
 
 func (b *Bridge) handleList(req micro.Request) {
-	serveAdmin(b, req, wire.VerbList, decodeEmpty, func(ctx context.Context, _ string, _ struct{}) ([]byte, error) {
+	serveAdmin(b, req, protocol.VerbList, decodeEmpty, func(ctx context.Context, _ string, _ struct{}) ([]byte, error) {
 		queues, err := b.st.List(ctx)
 		if err != nil {
 			return nil, err
@@ -123,7 +124,7 @@ func (b *Bridge) handleList(req micro.Request) {
 }
 
 func (b *Bridge) handleDelete(req micro.Request) {
-	serveAdmin(b, req, wire.VerbDelete, decodeEmpty, func(ctx context.Context, queue string, _ struct{}) ([]byte, error) {
+	serveAdmin(b, req, protocol.VerbDelete, decodeEmpty, func(ctx context.Context, queue string, _ struct{}) ([]byte, error) {
 		if err := b.st.Delete(ctx, queue); err != nil {
 			return nil, err
 		}
@@ -134,8 +135,9 @@ func (b *Bridge) handleDelete(req micro.Request) {
 }
 
 func (b *Bridge) handleSeek(req micro.Request) {
-	serveAdmin(b, req, wire.VerbSeek, wire.DecodeSeek, func(ctx context.Context, queue string, sk wire.Seek) ([]byte, error) {
-		n, err := b.st.Seek(ctx, queue, sk.Group, sk.Partition, sk.To)
+	serveAdmin(b, req, protocol.VerbSeek, wire.DecodeSeek, func(ctx context.Context, queue string, sk domain.SeekParams) ([]byte, error) {
+		sk.Queue = queue
+		n, err := b.st.Seek(ctx, sk)
 		if err != nil {
 			return nil, err
 		}
@@ -146,7 +148,7 @@ func (b *Bridge) handleSeek(req micro.Request) {
 }
 
 func (b *Bridge) handleDLQ(req micro.Request) {
-	serveAdmin(b, req, wire.VerbDLQ, wire.DecodeDLQ, func(ctx context.Context, queue string, d wire.DLQ) ([]byte, error) {
+	serveAdmin(b, req, protocol.VerbDLQ, wire.DecodeDLQ, func(ctx context.Context, queue string, d wire.DLQ) ([]byte, error) {
 		switch d.Op {
 		case wire.DLQReplay:
 			n, err := b.st.ReplayDeadLetters(ctx, queue, d.IDs)
@@ -164,14 +166,14 @@ func (b *Bridge) handleDLQ(req micro.Request) {
 			}
 			return wire.DoneReply(n), nil
 		}
-		d.Query.Queue = queue
-		dls, next, err := b.st.DeadLetters(ctx, d.Query)
+		d.Params.Queue = queue
+		dls, next, err := b.st.DeadLetters(ctx, d.Params)
 		if err != nil {
 			return nil, err
 		}
 		data, n := wire.DLQReply(dls, next, int(b.nc.MaxPayload()))
 		if n == 0 && len(dls) > 0 {
-			return nil, wire.Errorf(wire.CodeTooLarge,
+			return nil, protocol.Errorf(protocol.CodeTooLarge,
 				"dead letter %s does not fit in a reply under the NATS server's max_payload of %d bytes", dls[0].DLQID, b.nc.MaxPayload())
 		}
 		return data, nil

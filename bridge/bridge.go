@@ -25,23 +25,27 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"github.com/nats-io/nuid"
 
+	"github.com/combmq/comb/domain"
 	"github.com/combmq/comb/internal/wire"
+	"github.com/combmq/comb/protocol"
 	"github.com/combmq/comb/store"
 )
 
-// ServiceName and ServiceVersion identify the micro service.
-const (
-	ServiceName    = "comb"
-	ServiceVersion = "0.1.0"
-)
+// ServiceVersion is the micro service's version; its name is
+// protocol.ServiceName.
+const ServiceVersion = "0.1.0"
+
+// DefaultQueueGroup is the NATS queue group of every endpoint unless
+// Config.QueueGroup names another.
+const DefaultQueueGroup = "comb"
 
 // Config tunes a Bridge. The zero value is usable: every zero field takes
 // the default named in its comment.
 type Config struct {
-	// Prefix is the first subject token(s); "" means "comb".
+	// Prefix is the first subject token(s); "" means protocol.DefaultPrefix.
 	Prefix string
 	// QueueGroup is the NATS queue group of every endpoint, so that several
-	// bridges share the requests; "" means "comb".
+	// bridges share the requests; "" means DefaultQueueGroup.
 	QueueGroup string
 
 	// PushWorkers run push and put transactions; 0 means 4.
@@ -50,7 +54,8 @@ type Config struct {
 	// 0 means 4096.
 	PushQueue int
 	// BatchMessages and BatchBytes cap how much one push transaction
-	// coalesces; 0 means 10000 messages and 8 MiB. A worker stops taking
+	// coalesces; 0 means 10000 messages and protocol.MaxRequestBytes (a
+	// batch holds at least one largest request). A worker stops taking
 	// requests once either is reached.
 	BatchMessages int
 	BatchBytes    int
@@ -81,7 +86,8 @@ type Config struct {
 	AdminQueue   int
 
 	// MaxMessageBytes and MaxRequestBytes are the bridge's hard caps on a
-	// message and a request body; 0 means 8 MiB each. A queue's own
+	// message and a request body; 0 means protocol.MaxMessageBytes and
+	// protocol.MaxRequestBytes. A queue's own
 	// max_message_bytes applies within them.
 	MaxMessageBytes int
 	MaxRequestBytes int
@@ -111,15 +117,15 @@ func (c Config) withDefaults() Config {
 		}
 	}
 	if c.Prefix == "" {
-		c.Prefix = "comb"
+		c.Prefix = protocol.DefaultPrefix
 	}
 	if c.QueueGroup == "" {
-		c.QueueGroup = "comb"
+		c.QueueGroup = DefaultQueueGroup
 	}
 	def(&c.PushWorkers, 4)
 	def(&c.PushQueue, 4096)
 	def(&c.BatchMessages, 10000)
-	def(&c.BatchBytes, 8<<20)
+	def(&c.BatchBytes, protocol.MaxRequestBytes)
 	def(&c.PendingBytes, 64<<20)
 	def(&c.AckWorkers, 2)
 	def(&c.AckQueue, 4096)
@@ -129,8 +135,8 @@ func (c Config) withDefaults() Config {
 	defDur(&c.RetryInterval, time.Second)
 	def(&c.AdminWorkers, 4)
 	def(&c.AdminQueue, 1024)
-	def(&c.MaxMessageBytes, 8<<20)
-	def(&c.MaxRequestBytes, 8<<20)
+	def(&c.MaxMessageBytes, protocol.MaxMessageBytes)
+	def(&c.MaxRequestBytes, protocol.MaxRequestBytes)
 	def(&c.SubPendingMsgs, 65536)
 	def(&c.SubPendingBytes, 64<<20)
 	defDur(&c.RequestTimeout, 30*time.Second)
@@ -139,10 +145,10 @@ func (c Config) withDefaults() Config {
 }
 
 func (c Config) validate() error {
-	if err := wire.ValidateQueue(c.Prefix); err != nil {
+	if err := protocol.ValidateQueue(c.Prefix); err != nil {
 		return fmt.Errorf("prefix %q: must be dot-separated tokens of A-Z a-z 0-9 _ -", c.Prefix)
 	}
-	if err := wire.ValidateQueue(c.QueueGroup); err != nil {
+	if err := protocol.ValidateQueue(c.QueueGroup); err != nil {
 		return fmt.Errorf("queue group %q: must be dot-separated tokens of A-Z a-z 0-9 _ -", c.QueueGroup)
 	}
 	for _, f := range []struct {
@@ -253,7 +259,7 @@ func New(nc *nats.Conn, st *store.Store, cfg Config, log *slog.Logger) (*Bridge,
 	}
 	b.track.idle = make(chan struct{})
 	b.pops = newPopper(b)
-	for _, v := range wire.Verbs {
+	for _, v := range protocol.Verbs {
 		b.stats[v] = &endpointStats{}
 	}
 	return b, nil
@@ -300,7 +306,7 @@ func (b *Bridge) Start(ctx context.Context) error {
 	}
 
 	svc, err := micro.AddService(b.nc, micro.Config{
-		Name:         ServiceName,
+		Name:         protocol.ServiceName,
 		Version:      ServiceVersion,
 		Description:  "Comb: a partitioned message queue persisted in PostgreSQL",
 		Metadata:     map[string]string{"prefix": b.cfg.Prefix},
@@ -316,14 +322,14 @@ func (b *Bridge) Start(ctx context.Context) error {
 	}
 	b.svc = svc
 	handlers := map[string]micro.HandlerFunc{
-		wire.VerbPush: b.handlePush, wire.VerbPut: b.handlePut, wire.VerbPop: b.handlePop,
-		wire.VerbAck: b.handleAck, wire.VerbRenew: b.handleRenew, wire.VerbConfigure: b.handleConfigure,
-		wire.VerbInfo: b.handleInfo, wire.VerbList: b.handleList, wire.VerbDelete: b.handleDelete,
-		wire.VerbDLQ: b.handleDLQ, wire.VerbSeek: b.handleSeek,
+		protocol.VerbPush: b.handlePush, protocol.VerbPut: b.handlePut, protocol.VerbPop: b.handlePop,
+		protocol.VerbAck: b.handleAck, protocol.VerbRenew: b.handleRenew, protocol.VerbConfigure: b.handleConfigure,
+		protocol.VerbInfo: b.handleInfo, protocol.VerbList: b.handleList, protocol.VerbDelete: b.handleDelete,
+		protocol.VerbDLQ: b.handleDLQ, protocol.VerbSeek: b.handleSeek,
 	}
-	for _, verb := range wire.Verbs {
+	for _, verb := range protocol.Verbs {
 		subject := b.cfg.Prefix + "." + verb + ".>"
-		if verb == wire.VerbList {
+		if verb == protocol.VerbList {
 			subject = b.cfg.Prefix + "." + verb
 		}
 		err := svc.AddEndpoint(verb, handlers[verb],
@@ -362,17 +368,17 @@ func (b *Bridge) abortStart() {
 }
 
 var descriptions = map[string]string{
-	wire.VerbPush:      "append a batch of messages",
-	wire.VerbPut:       "append one message: the body is the message",
-	wire.VerbPop:       "lease the next messages for a consumer group",
-	wire.VerbAck:       "settle leased messages",
-	wire.VerbRenew:     "extend leases",
-	wire.VerbConfigure: "create a queue or change some of its settings",
-	wire.VerbInfo:      "settings and live figures of one queue",
-	wire.VerbList:      "every queue, one line of figures each",
-	wire.VerbDelete:    "delete a queue and all its data",
-	wire.VerbDLQ:       "list, replay or purge dead letters",
-	wire.VerbSeek:      "move a consumer group's cursors to the start, the end or a time",
+	protocol.VerbPush:      "append a batch of messages",
+	protocol.VerbPut:       "append one message: the body is the message",
+	protocol.VerbPop:       "lease the next messages for a consumer group",
+	protocol.VerbAck:       "settle leased messages",
+	protocol.VerbRenew:     "extend leases",
+	protocol.VerbConfigure: "create a queue or change some of its settings",
+	protocol.VerbInfo:      "settings and live figures of one queue",
+	protocol.VerbList:      "every queue, one line of figures each",
+	protocol.VerbDelete:    "delete a queue and all its data",
+	protocol.VerbDLQ:       "list, replay or purge dead letters",
+	protocol.VerbSeek:      "move a consumer group's cursors to the start, the end or a time",
 }
 
 func (b *Bridge) statsHandler(e *micro.Endpoint) any {
@@ -382,10 +388,10 @@ func (b *Bridge) statsHandler(e *micro.Endpoint) any {
 	}
 	d := statsData{InFlight: s.inFlight.Load(), AsyncErrors: s.asyncErrors.Load(), Overloaded: s.overloaded.Load()}
 	switch e.Name {
-	case wire.VerbPop:
+	case protocol.VerbPop:
 		n := b.pops.waiting()
 		d.Waiting = &n
-	case wire.VerbPush, wire.VerbAck: // push's count includes puts: they share the coalescer
+	case protocol.VerbPush, protocol.VerbAck: // push's count includes puts: they share the coalescer
 		n := s.transactions.Load()
 		d.Transactions = &n
 	}
@@ -516,7 +522,7 @@ type call struct {
 // returns false when the bridge is stopping.
 func (b *Bridge) admit(req micro.Request, verb string) (*call, bool) {
 	if !b.track.add() {
-		b.fail(req, wire.Errorf(wire.CodeUnavailable, "bridge stopping, retry"))
+		b.fail(req, protocol.Errorf(protocol.CodeUnavailable, "bridge stopping, retry"))
 		return nil, false
 	}
 	s := b.stats[verb]
@@ -534,7 +540,7 @@ func (b *Bridge) finish(c *call) {
 func (b *Bridge) overloaded(req micro.Request, c *call) {
 	c.stats.overloaded.Add(1)
 	b.finish(c)
-	b.fail(req, wire.Errorf(wire.CodeTooMany, "overloaded, retry later"))
+	b.fail(req, protocol.Errorf(protocol.CodeTooMany, "overloaded, retry later"))
 }
 
 // respond sends a worker's reply.
@@ -587,19 +593,19 @@ func (b *Bridge) fail(req micro.Request, err error) {
 // request id, which the message carries so that a client's report finds
 // the log line.
 func (b *Bridge) errorOf(subject string, err error) (int, string) {
-	if we, ok := wire.AsError(err); ok {
+	if we, ok := protocol.AsError(err); ok {
 		return we.Code, we.Message
 	}
 	for _, m := range []struct {
 		sentinel error
 		code     int
 	}{
-		{store.ErrInvalid, wire.CodeBadRequest},
-		{store.ErrNotFound, wire.CodeNotFound},
-		{store.ErrConflict, wire.CodeConflict},
-		{store.ErrTooLarge, wire.CodeTooLarge},
-		{store.ErrLimit, wire.CodeTooMany},
-		{store.ErrUnavailable, wire.CodeUnavailable},
+		{domain.ErrInvalid, protocol.CodeBadRequest},
+		{domain.ErrNotFound, protocol.CodeNotFound},
+		{domain.ErrConflict, protocol.CodeConflict},
+		{domain.ErrTooLarge, protocol.CodeTooLarge},
+		{domain.ErrLimit, protocol.CodeTooMany},
+		{domain.ErrUnavailable, protocol.CodeUnavailable},
 	} {
 		if errors.Is(err, m.sentinel) {
 			return m.code, err.Error()
@@ -607,13 +613,13 @@ func (b *Bridge) errorOf(subject string, err error) (int, string) {
 	}
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
-		return wire.CodeUnavailable, "timed out waiting for PostgreSQL, retry later"
+		return protocol.CodeUnavailable, "timed out waiting for PostgreSQL, retry later"
 	case errors.Is(err, context.Canceled) && b.ctx != nil && b.ctx.Err() != nil:
-		return wire.CodeUnavailable, "bridge stopping, retry"
+		return protocol.CodeUnavailable, "bridge stopping, retry"
 	}
 	id := nuid.Next()
 	b.log.Error("internal error", "request_id", id, "subject", subject, "err", err)
-	return wire.CodeInternal, "internal error, request id " + id
+	return protocol.CodeInternal, "internal error, request id " + id
 }
 
 // statsOf returns the stats of the endpoint a subject belongs to.
@@ -636,7 +642,7 @@ func headerSafe(s string) string {
 
 // queueOf parses the request subject for verb and returns the queue.
 func (b *Bridge) queueOf(req micro.Request) (string, error) {
-	_, queue, err := wire.ParseSubject(b.cfg.Prefix, req.Subject())
+	_, queue, err := protocol.ParseSubject(b.cfg.Prefix, req.Subject())
 	return queue, err
 }
 
@@ -670,8 +676,8 @@ func (b *Bridge) Stats() Stats {
 	st := Stats{
 		InFlight:         b.track.count(),
 		Waiting:          b.pops.waiting(),
-		PushTransactions: b.stats[wire.VerbPush].transactions.Load(),
-		AckTransactions:  b.stats[wire.VerbAck].transactions.Load(),
+		PushTransactions: b.stats[protocol.VerbPush].transactions.Load(),
+		AckTransactions:  b.stats[protocol.VerbAck].transactions.Load(),
 	}
 	for _, s := range b.stats {
 		st.Overloaded += s.overloaded.Load()

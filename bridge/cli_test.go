@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/combmq/comb/internal/combtest"
-	"github.com/combmq/comb/internal/wire"
+	"github.com/combmq/comb/protocol"
 )
 
 // natsCLI finds the nats CLI, or skips the test.
@@ -102,7 +102,7 @@ func TestMicroCLI(t *testing.T) {
 	out = run("micro", "stats", "comb", "--json")
 	require.NoError(t, json.Unmarshal(out, &stats), "%s", out)
 	require.Len(t, stats, 1)
-	require.Len(t, stats[0].Endpoints, len(wire.Verbs))
+	require.Len(t, stats[0].Endpoints, len(protocol.Verbs))
 	found := false
 	for _, e := range stats[0].Endpoints {
 		if e.Name != "pop" {

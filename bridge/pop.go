@@ -7,15 +7,16 @@ import (
 
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/combmq/comb/domain"
 	"github.com/combmq/comb/internal/wire"
-	"github.com/combmq/comb/store"
+	"github.com/combmq/comb/protocol"
 )
 
 // popJob is one pop request, from its handler to its reply: queued for a
 // worker, in a store call, or long-polling among its queue's waiters.
 type popJob struct {
 	call     *call
-	req      store.PopRequest
+	req      domain.PopParams
 	deadline time.Time // zero without wait_ms
 
 	// Guarded by popper.mu while the job waits.
@@ -70,7 +71,7 @@ func (b *Bridge) handlePop(req micro.Request) {
 		b.fail(req, err)
 		return
 	}
-	c, ok := b.admit(req, wire.VerbPop)
+	c, ok := b.admit(req, protocol.VerbPop)
 	if !ok {
 		return
 	}
@@ -79,7 +80,7 @@ func (b *Bridge) handlePop(req micro.Request) {
 		b.overloaded(req, c)
 		return
 	}
-	job := &popJob{call: c, req: p.Request}
+	job := &popJob{call: c, req: p.Params}
 	job.req.Queue = queue
 	// Lease no more than one reply carries: the store gives back the rest.
 	job.req.MaxBytes = int(b.nc.MaxPayload()) - len(`{"messages":[]}`)
@@ -130,7 +131,7 @@ func (p *popper) run(job *popJob) {
 // reply sends the messages. The store leased no more than fit in one NATS
 // message (MaxBytes), but for one message alone too large; the trimming
 // here is a second guard, should the server's max_payload have shrunk.
-func (p *popper) reply(job *popJob, msgs []store.Message) {
+func (p *popper) reply(job *popJob, msgs []domain.Message) {
 	limit := int(p.b.nc.MaxPayload())
 	data, n := wire.PopReply(msgs, limit)
 	if n < len(msgs) {
@@ -138,7 +139,7 @@ func (p *popper) reply(job *popJob, msgs []store.Message) {
 			m := msgs[0]
 			p.b.log.Warn("pop: message too large for a NATS reply; raise max_payload", "queue", job.req.Queue,
 				"partition", m.Partition, "offset", m.Offset, "bytes", len(m.Data), "max_payload", limit)
-			p.b.respondError(job.call, wire.Errorf(wire.CodeTooLarge,
+			p.b.respondError(job.call, protocol.Errorf(protocol.CodeTooLarge,
 				"message %s/%d (%d bytes) does not fit in a reply under the NATS server's max_payload of %d bytes",
 				m.Partition, m.Offset, len(m.Data), limit))
 			return
@@ -311,7 +312,7 @@ func (p *popper) wakeCountLocked(wq *waitQueue, targets []wakeTarget, count int)
 		}
 		take := job.req.Max
 		if take <= 0 {
-			take = 100
+			take = protocol.DefaultPopMax
 		}
 		left[g] = budget - take
 		p.unparkLocked(wq, job)

@@ -1,19 +1,21 @@
 package bridge
 
 import (
+	"cmp"
 	"encoding/base64"
 	"time"
 
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/combmq/comb/domain"
 	"github.com/combmq/comb/internal/wire"
-	"github.com/combmq/comb/store"
+	"github.com/combmq/comb/protocol"
 )
 
 // pushJob is one push or put request waiting for a push worker.
 type pushJob struct {
 	call *call
-	req  store.PushRequest
+	req  domain.PushParams
 	size int // request bytes, held against Config.PendingBytes until answered
 }
 
@@ -23,7 +25,7 @@ func (b *Bridge) handlePush(req micro.Request) {
 		b.fail(req, err)
 		return
 	}
-	if b.pushFull(req, wire.VerbPush) {
+	if b.pushFull(req, protocol.VerbPush) {
 		return
 	}
 	msgs, err := wire.DecodePush(req.Data(), b.lim)
@@ -31,7 +33,7 @@ func (b *Bridge) handlePush(req micro.Request) {
 		b.fail(req, err)
 		return
 	}
-	b.enqueuePush(req, wire.VerbPush, queue, msgs)
+	b.enqueuePush(req, protocol.VerbPush, queue, msgs)
 }
 
 func (b *Bridge) handlePut(req micro.Request) {
@@ -40,16 +42,16 @@ func (b *Bridge) handlePut(req micro.Request) {
 		b.fail(req, err)
 		return
 	}
-	if b.pushFull(req, wire.VerbPut) {
+	if b.pushFull(req, protocol.VerbPut) {
 		return
 	}
 	h := req.Headers()
-	msg, err := wire.DecodePut(req.Data(), header(h, wire.HeaderPartition), header(h, wire.HeaderID), b.lim)
+	msg, err := wire.DecodePut(req.Data(), header(h, protocol.HeaderPartition), header(h, protocol.HeaderID), b.lim)
 	if err != nil {
 		b.fail(req, err)
 		return
 	}
-	b.enqueuePush(req, wire.VerbPut, queue, []store.PushMessage{msg})
+	b.enqueuePush(req, protocol.VerbPut, queue, []domain.PushMessage{msg})
 }
 
 // header returns a request header, matching its name exactly first and
@@ -94,7 +96,7 @@ func (b *Bridge) pushFull(req micro.Request, verb string) bool {
 		return false
 	}
 	b.stats[verb].overloaded.Add(1)
-	b.fail(req, wire.Errorf(wire.CodeTooMany, "overloaded, retry later"))
+	b.fail(req, protocol.Errorf(protocol.CodeTooMany, "overloaded, retry later"))
 	return true
 }
 
@@ -104,16 +106,16 @@ const replyReserve = 2048
 
 // checkDeliverable refuses a message that no pop reply could carry under
 // the NATS server's max_payload: storing it would block its partition.
-func (b *Bridge) checkDeliverable(msgs []store.PushMessage) error {
+func (b *Bridge) checkDeliverable(msgs []domain.PushMessage) error {
 	limit := int(b.nc.MaxPayload())
 	for i := range msgs {
-		d := msgs[i].Data
+		d, enc := msgs[i].Data, msgs[i].Encoding
 		// Most messages are far below the limit: skip the exact size.
 		if base64.StdEncoding.EncodedLen(len(d))+replyReserve <= limit {
 			continue
 		}
-		if n := wire.DataLen(d); n+replyReserve > limit {
-			return wire.Errorf(wire.CodeTooLarge,
+		if n := wire.DataLen(d, enc); n+replyReserve > limit {
+			return protocol.Errorf(protocol.CodeTooLarge,
 				"message %d: %d bytes would take %d in a pop reply, over the NATS server's max_payload of %d bytes",
 				i, len(d), n+replyReserve, limit)
 		}
@@ -121,7 +123,7 @@ func (b *Bridge) checkDeliverable(msgs []store.PushMessage) error {
 	return nil
 }
 
-func (b *Bridge) enqueuePush(req micro.Request, verb, queue string, msgs []store.PushMessage) {
+func (b *Bridge) enqueuePush(req micro.Request, verb, queue string, msgs []domain.PushMessage) {
 	if err := b.checkDeliverable(msgs); err != nil {
 		b.fail(req, err)
 		return
@@ -136,7 +138,7 @@ func (b *Bridge) enqueuePush(req micro.Request, verb, queue string, msgs []store
 		b.overloaded(req, c)
 		return
 	}
-	job := &pushJob{call: c, req: store.PushRequest{Queue: queue, Messages: msgs}, size: size}
+	job := &pushJob{call: c, req: domain.PushParams{Queue: queue, Messages: msgs}, size: size}
 	select {
 	case b.pushCh <- job:
 	default:
@@ -177,24 +179,31 @@ func (b *Bridge) pushWorker() {
 }
 
 func (b *Bridge) flushPush(batch []*pushJob) {
-	reqs := make([]*store.PushRequest, len(batch))
+	reqs := make([]domain.PushParams, len(batch))
 	for i, j := range batch {
-		reqs[i] = &j.req
+		reqs[i] = j.req
 	}
 	ctx, cancel := b.storeCtx()
-	err := b.st.Push(ctx, reqs)
+	outs, err := b.st.Push(ctx, reqs)
 	cancel()
-	b.stats[wire.VerbPush].transactions.Add(1)
+	if len(outs) != len(batch) {
+		outs = make([]domain.PushOutcome, len(batch))
+		for i := range outs {
+			outs[i].Err = cmp.Or(err, errResultCount)
+		}
+	}
+	b.stats[protocol.VerbPush].transactions.Add(1)
 	var wake wakeSet
 	delayed := map[time.Duration]*wakeSet{}
-	for _, j := range batch {
-		if j.req.Err == nil && err != nil {
-			j.req.Err = err
+	for i, j := range batch {
+		out := &outs[i]
+		if out.Err == nil && err != nil {
+			out.Err = err
 		}
-		if j.req.Err == nil && len(j.req.Results) != len(j.req.Messages) {
-			j.req.Err = errResultCount
+		if out.Err == nil && len(out.Results) != len(j.req.Messages) {
+			out.Err = errResultCount
 		}
-		if j.req.Err != nil {
+		if out.Err != nil {
 			continue
 		}
 		// Messages of a queue with delay_ms become ready only after it:
@@ -208,8 +217,8 @@ func (b *Bridge) flushPush(batch []*pushJob) {
 			w = delayed[d]
 		}
 		n := 0
-		for _, r := range j.req.Results {
-			if r.Status == store.StatusStored {
+		for _, r := range out.Results {
+			if r.Status == domain.Stored {
 				w.add(j.req.Queue, "", r.Partition)
 				n++
 			}
@@ -227,11 +236,11 @@ func (b *Bridge) flushPush(batch []*pushJob) {
 			}
 		})
 	}
-	for _, j := range batch {
-		if j.req.Err != nil {
-			b.respondError(j.call, j.req.Err)
+	for i, j := range batch {
+		if outs[i].Err != nil {
+			b.respondError(j.call, outs[i].Err)
 		} else {
-			b.respond(j.call, wire.PushReply(j.req.Results))
+			b.respond(j.call, wire.PushReply(outs[i].Results))
 		}
 		b.pushBytes.Add(-int64(j.size))
 		b.finish(j.call)

@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/combmq/comb/store"
+	"github.com/combmq/comb/domain"
 )
 
 func TestWakeCodec(t *testing.T) {
@@ -55,7 +55,7 @@ func TestWakeTargets(t *testing.T) {
 	p := newPopper(b)
 	waiters := map[string]*popJob{}
 	park := func(name, group, partition string) {
-		job := &popJob{req: store.PopRequest{Queue: "q", Group: group, Partition: partition}, deadline: time.Now().Add(time.Hour)}
+		job := &popJob{req: domain.PopParams{Queue: "q", Group: group, Partition: partition}, deadline: time.Now().Add(time.Hour)}
 		require.True(t, p.park(job, p.attach("q")))
 		waiters[name] = job
 	}
@@ -119,11 +119,11 @@ func TestWakeCountBudget(t *testing.T) {
 	p := newPopper(b)
 	for i := range 5 {
 		for _, g := range []string{"g", "h"} {
-			job := &popJob{req: store.PopRequest{Queue: "q", Group: g, Max: 100}, deadline: time.Now().Add(time.Hour)}
+			job := &popJob{req: domain.PopParams{Queue: "q", Group: g, Max: 100}, deadline: time.Now().Add(time.Hour)}
 			require.True(t, p.park(job, p.attach("q")), "waiter %d", i)
 		}
 	}
-	eu := &popJob{req: store.PopRequest{Queue: "q", Group: "g", Partition: "eu"}, deadline: time.Now().Add(time.Hour)}
+	eu := &popJob{req: domain.PopParams{Queue: "q", Group: "g", Partition: "eu"}, deadline: time.Now().Add(time.Hour)}
 	require.True(t, p.park(eu, p.attach("q")))
 	require.Equal(t, 11, p.waiting())
 

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/combmq/comb/internal/wire"
+	"github.com/combmq/comb/protocol"
 )
 
 // Mode is how the producers pace themselves.
@@ -207,7 +207,7 @@ const (
 	maxPushBatch  = 10000 // the wire's MaxPushMessages
 	maxPayload    = 1 << 20
 	// maxDedupWindow is the broker's limit on dedup_window_s.
-	maxDedupWindow = time.Duration(wire.MaxDedupWindowS) * time.Second
+	maxDedupWindow = time.Duration(protocol.MaxDedupWindowS) * time.Second
 )
 
 func (c *Config) validate() error {

@@ -10,8 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/combmq/comb/domain"
 	"github.com/combmq/comb/internal/wire"
-	"github.com/combmq/comb/store"
 )
 
 func TestPayloadRoundTrip(t *testing.T) {
@@ -77,9 +77,9 @@ func benchPayloads(enc Encoding) [][]byte {
 
 func benchLoaderSide(b *testing.B, enc Encoding) {
 	payloads := benchPayloads(enc)
-	msgs := make([]store.Message, len(payloads))
+	msgs := make([]domain.Message, len(payloads))
 	for i, p := range payloads {
-		msgs[i] = store.Message{Partition: "p3", Offset: int64(i), Lease: "l-0123456789", Attempt: 1, CreatedAt: time.Now(), Data: p}
+		msgs[i] = domain.Message{Partition: "p3", Offset: int64(i), Lease: "l-0123456789", Attempt: 1, CreatedAt: time.Now(), Data: p}
 	}
 	reply, _ := wire.PopReply(msgs, 0)
 	b.ReportAllocs()
@@ -133,7 +133,7 @@ func benchBrokerSide(b *testing.B, enc Encoding) {
 		}
 		body, _ = json.Marshal(req)
 	}
-	msgs := make([]store.Message, len(payloads))
+	msgs := make([]domain.Message, len(payloads))
 	b.ReportAllocs()
 	b.SetBytes(int64(len(payloads) * 256))
 	for b.Loop() {
@@ -142,7 +142,7 @@ func benchBrokerSide(b *testing.B, enc Encoding) {
 			b.Fatal(err)
 		}
 		for i := range pm {
-			msgs[i] = store.Message{Partition: pm[i].Partition, Offset: int64(i), Lease: "l-0123456789", Attempt: 1, CreatedAt: time.Now(), Data: pm[i].Data}
+			msgs[i] = domain.Message{Partition: pm[i].Partition, Offset: int64(i), Lease: "l-0123456789", Attempt: 1, CreatedAt: time.Now(), Data: pm[i].Data, Encoding: pm[i].Encoding}
 		}
 		wire.PopReply(msgs, 0)
 	}
@@ -156,9 +156,9 @@ func BenchmarkPayloadBrokerBinary(b *testing.B) { benchBrokerSide(b, EncodingBin
 // benchRawLoaderSide is benchLoaderSide with the loader's raw client.
 func benchRawLoaderSide(b *testing.B, enc Encoding) {
 	payloads := benchPayloads(enc)
-	msgs := make([]store.Message, len(payloads))
+	msgs := make([]domain.Message, len(payloads))
 	for i, p := range payloads {
-		msgs[i] = store.Message{Partition: "p3", Offset: int64(i), Lease: "l-0123456789", Attempt: 1, CreatedAt: time.Now(), Data: p}
+		msgs[i] = domain.Message{Partition: "p3", Offset: int64(i), Lease: "l-0123456789", Attempt: 1, CreatedAt: time.Now(), Data: p}
 	}
 	reply, _ := wire.PopReply(msgs, 0)
 	b.ReportAllocs()

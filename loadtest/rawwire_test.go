@@ -11,8 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	comb "github.com/combmq/comb/clients/go"
+	"github.com/combmq/comb/domain"
 	"github.com/combmq/comb/internal/wire"
-	"github.com/combmq/comb/store"
+	"github.com/combmq/comb/protocol"
 )
 
 // The raw client must read exactly what the bridge writes: its replies come
@@ -22,7 +23,7 @@ import (
 func TestRawPopReplyRoundTrip(t *testing.T) {
 	t.Parallel()
 	h := header{Run: 1, Producer: 2, Partition: 3, Seq: 4, Sched: 5}
-	msgs := []store.Message{
+	msgs := []domain.Message{
 		{Partition: "p3", Offset: 17, Lease: "l-9f2c", Attempt: 1, CreatedAt: time.Now(), Data: encodePayload(nil, EncodingJSON, 256, &h)},
 		{Partition: "p3", Offset: 18, Lease: "l-9f2c", Attempt: 2, CreatedAt: time.Now(), Data: encodePayload(nil, EncodingBinary, 100, &h)},
 		{Partition: "we\"ird\\ \u2028 név", Offset: 1, ID: "id-1", Attempt: 1, CreatedAt: time.Now(), Data: []byte(`{"nested":[1,{"a":"]}"}],"s":"x,y"}`)},
@@ -60,7 +61,7 @@ func TestRawPopReplyRoundTrip(t *testing.T) {
 
 func TestRawAckReply(t *testing.T) {
 	t.Parallel()
-	reply := wire.AckReply([]store.AckResult{{OK: true}, {OK: false, Error: `lease "l-1" expired`}, {OK: true}})
+	reply := wire.AckReply([]domain.AckResult{{OK: true}, {OK: false, Error: `lease "l-1" expired`}, {OK: true}})
 	got, err := parseAckReply(reply)
 	require.NoError(t, err)
 	require.Equal(t, []comb.AckResult{{OK: true}, {OK: false, Error: `lease "l-1" expired`}, {OK: true}}, got)
@@ -68,7 +69,12 @@ func TestRawAckReply(t *testing.T) {
 
 func TestRawPushReply(t *testing.T) {
 	t.Parallel()
-	ok := wire.PushReply([]store.PushResult{{Partition: "p1", Offset: 1, Status: "stored"}, {Partition: "p1", Status: "spooled"}})
+	pushReply := func(rs ...protocol.PushResult) []byte {
+		b, err := json.Marshal(protocol.PushReply{Results: rs})
+		require.NoError(t, err)
+		return b
+	}
+	ok := pushReply(protocol.PushResult{Partition: "p1", Offset: 1, Status: protocol.StatusStored}, protocol.PushResult{Partition: "p1", Status: protocol.StatusSpooled})
 	for _, withIDs := range []bool{false, true} {
 		dups, err := checkPushReply(ok, 2, withIDs)
 		require.NoError(t, err)
@@ -76,14 +82,14 @@ func TestRawPushReply(t *testing.T) {
 		_, err = checkPushReply(ok, 3, withIDs)
 		require.Error(t, err)
 	}
-	dup := wire.PushReply([]store.PushResult{{Partition: "p1", Offset: 1, Status: "duplicate"}, {Partition: "p1", Offset: 2, Status: "stored"}})
+	dup := wire.PushReply([]domain.PushResult{{Partition: "p1", Offset: 1, Status: domain.Duplicate}, {Partition: "p1", Offset: 2, Status: domain.Stored}})
 	_, err := checkPushReply(dup, 2, false)
 	require.Error(t, err, "a message without an id cannot be a duplicate")
 	// With ids a duplicate is an answer, counted, not a failure.
 	dups, err := checkPushReply(dup, 2, true)
 	require.NoError(t, err)
 	require.Equal(t, 1, dups)
-	odd := wire.PushReply([]store.PushResult{{Partition: "p1", Status: "weird"}})
+	odd := pushReply(protocol.PushResult{Partition: "p1", Status: "weird"})
 	_, err = checkPushReply(odd, 1, true)
 	require.Error(t, err)
 }
@@ -126,7 +132,7 @@ func TestRawPushIDsDecode(t *testing.T) {
 	require.Len(t, seen, 2*2*3*3)
 	longest := msgIDs{set: true, run: 1<<32 - 1, producer: 1<<32 - 1, partition: 1<<32 - 1, first: 1<<64 - 1}
 	require.Len(t, longest.id(0), 37)
-	require.LessOrEqual(t, len(longest.id(0)), wire.MaxIDBytes)
+	require.LessOrEqual(t, len(longest.id(0)), protocol.MaxIDBytes)
 }
 
 func TestRawRequestsDecode(t *testing.T) {
@@ -147,10 +153,10 @@ func TestRawRequestsDecode(t *testing.T) {
 	require.True(t, json.Valid(pop))
 	p, err := wire.DecodePop(pop)
 	require.NoError(t, err)
-	require.Equal(t, "g", p.Request.Group)
-	require.EqualValues(t, 100, p.Request.Max)
-	require.EqualValues(t, 2, p.Request.Partitions)
-	require.True(t, p.Request.AutoAck)
+	require.Equal(t, "g", p.Params.Group)
+	require.EqualValues(t, 100, p.Params.Max)
+	require.EqualValues(t, 2, p.Params.Partitions)
+	require.True(t, p.Params.AutoAck)
 	require.Equal(t, 2*time.Second, p.Wait)
 }
 
@@ -159,7 +165,7 @@ func TestRawRequestsDecode(t *testing.T) {
 // the messages' positions.
 func FuzzParsePopReply(f *testing.F) {
 	h := header{Run: 1}
-	reply, _ := wire.PopReply([]store.Message{
+	reply, _ := wire.PopReply([]domain.Message{
 		{Partition: "p1", Offset: 1, Lease: "l", Attempt: 1, Data: encodePayload(nil, EncodingJSON, 64, &h)},
 		{Partition: "p\"2", Offset: 2, Attempt: 1, Data: []byte{0xff, 0}},
 	}, 0)

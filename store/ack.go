@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/combmq/comb/domain"
+	"github.com/combmq/comb/protocol"
 )
 
 // ackCompletedSQL settles many "completed" acks, of any queues and groups,
@@ -61,13 +65,15 @@ type leaseKey struct {
 
 type leaseSpan struct{ from, upto int64 }
 
-// Ack settles the requests' acks and fills each request's Results or Err.
-// Requests whose acks are all "completed" — the hot path — share one
-// statement; a request with another status runs in its own transaction,
-// applying its acks in order.
-func (s *Store) Ack(ctx context.Context, reqs []*AckRequest) error {
+// Ack settles the requests' acks and returns an outcome per request, in
+// order. Requests whose acks are all AckCompleted — the hot path — share
+// one statement; a request with another status runs in its own
+// transaction, applying its acks in order. It returns an error, set in the
+// outcomes of the shared statement too, when that statement failed.
+func (s *Store) Ack(ctx context.Context, reqs []domain.AckParams) ([]domain.AckOutcome, error) {
+	outs := make([]domain.AckOutcome, len(reqs))
 	type fast struct {
-		r    *AckRequest
+		i    int     // request index
 		pids []int64 // per ack; 0 when the partition is unknown
 	}
 	var fasts []fast
@@ -77,48 +83,45 @@ func (s *Store) Ack(ctx context.Context, reqs []*AckRequest) error {
 		aLease  []string
 		aOffset []int64
 	)
-	for _, r := range reqs {
-		r.Err, r.Results = nil, nil
-		if r.Group == "" {
-			r.Group = DefaultGroup
-		}
+	for ri, r := range reqs {
+		group := cmp.Or(r.Group, protocol.DefaultGroup)
 		q, err := s.queue(ctx, r.Queue, false)
 		if err != nil {
-			r.Err = err
+			outs[ri].Err = err
 			continue
 		}
 		names := make([]string, 0, 1)
 		slow := false
-		for i := range r.Acks {
-			a := &r.Acks[i]
+		for _, a := range r.Acks {
 			switch a.Status {
-			case "":
-				a.Status = AckCompleted
-			case AckCompleted:
-			case AckRetry, AckFailed, AckDead:
+			case domain.AckCompleted:
+			case domain.AckRetry, domain.AckFailed, domain.AckDead:
 				slow = true
 			default:
-				r.Err = fmt.Errorf("%w: ack %d: unknown status %q (completed, retry, failed or dead)", ErrInvalid, i, a.Status)
+				outs[ri].Err = fmt.Errorf("%w: unknown ack status %d", domain.ErrInvalid, a.Status)
 			}
 			if !slices.Contains(names, a.Partition) {
 				names = append(names, a.Partition)
 			}
 		}
-		if r.Err != nil {
+		if outs[ri].Err != nil {
 			continue
 		}
 		ids, err := s.partitionIDs(ctx, q, names, false)
 		if err != nil {
-			r.Err = err
+			outs[ri].Err = err
 			continue
 		}
 		if slow {
-			if err := s.ackInOrder(ctx, q, r, ids); err != nil {
-				r.Err = fmt.Errorf("ack: %w", classify(err))
+			res, err := s.ackInOrder(ctx, q, group, r.Acks, ids)
+			if err != nil {
+				outs[ri].Err = fmt.Errorf("ack: %w", classify(err))
+			} else {
+				outs[ri].Results = res
 			}
 			continue
 		}
-		f := fast{r: r, pids: make([]int64, len(r.Acks))}
+		f := fast{i: ri, pids: make([]int64, len(r.Acks))}
 		for i, a := range r.Acks {
 			pid := ids[a.Partition]
 			if pid != 0 {
@@ -127,7 +130,7 @@ func (s *Store) Ack(ctx context.Context, reqs []*AckRequest) error {
 			f.pids[i] = pid
 			if pid > 0 {
 				aPid = append(aPid, pid)
-				aGroup = append(aGroup, r.Group)
+				aGroup = append(aGroup, group)
 				aLease = append(aLease, a.Lease)
 				aOffset = append(aOffset, a.Offset)
 			}
@@ -135,7 +138,7 @@ func (s *Store) Ack(ctx context.Context, reqs []*AckRequest) error {
 		fasts = append(fasts, f)
 	}
 	if len(fasts) == 0 {
-		return nil
+		return outs, nil
 	}
 	held := map[leaseKey]leaseSpan{}
 	if len(aPid) > 0 {
@@ -156,18 +159,21 @@ func (s *Store) Ack(ctx context.Context, reqs []*AckRequest) error {
 		if err != nil {
 			err = fmt.Errorf("ack: %w", classify(err))
 			for _, f := range fasts {
-				f.r.Err = err
+				outs[f.i].Err = err
 			}
-			return err
+			return outs, err
 		}
 	}
 	for _, f := range fasts {
-		f.r.Results = make([]AckResult, len(f.r.Acks))
-		for i, a := range f.r.Acks {
-			f.r.Results[i] = judgeAck(f.pids[i], held, leaseKey{f.pids[i], f.r.Group, a.Lease}, a.Offset)
+		r := reqs[f.i]
+		group := cmp.Or(r.Group, protocol.DefaultGroup)
+		res := make([]domain.AckResult, len(r.Acks))
+		for i, a := range r.Acks {
+			res[i] = judgeAck(f.pids[i], held, leaseKey{f.pids[i], group, a.Lease}, a.Offset)
 		}
+		outs[f.i].Results = res
 	}
-	return nil
+	return outs, nil
 }
 
 // Codes checkLease returns in place of a partition id.
@@ -188,23 +194,23 @@ func checkLease(lease string, pid int64) int64 {
 	return pid
 }
 
-func judgeAck(pid int64, held map[leaseKey]leaseSpan, k leaseKey, off int64) AckResult {
+func judgeAck(pid int64, held map[leaseKey]leaseSpan, k leaseKey, off int64) domain.AckResult {
 	switch pid {
 	case 0:
-		return AckResult{Error: errUnknownPart}
+		return domain.AckResult{Error: errUnknownPart}
 	case leaseMalformed:
-		return AckResult{Error: errLeaseGone}
+		return domain.AckResult{Error: errLeaseGone}
 	case leaseElsewhere:
-		return AckResult{Error: errLeaseMismatch}
+		return domain.AckResult{Error: errLeaseMismatch}
 	}
 	sp, ok := held[k]
 	if !ok {
-		return AckResult{Error: errLeaseGone}
+		return domain.AckResult{Error: errLeaseGone}
 	}
 	if off < sp.from || off > sp.upto {
-		return AckResult{Error: fmt.Sprintf(errOutsideLeaseFm, off, sp.from, sp.upto)}
+		return domain.AckResult{Error: fmt.Sprintf(errOutsideLeaseFm, off, sp.from, sp.upto)}
 	}
-	return AckResult{OK: true}
+	return domain.AckResult{OK: true}
 }
 
 // leasePartition returns the partition id a lease id names, or -1.
@@ -237,7 +243,7 @@ type cursorState struct {
 // ackInOrder applies one request's acks in order in one transaction. It
 // first locks every cursor the request names, in key order like the batch
 // statement, so the two cannot deadlock.
-func (s *Store) ackInOrder(ctx context.Context, q Queue, r *AckRequest, ids map[string]int64) error {
+func (s *Store) ackInOrder(ctx context.Context, q queueRow, group string, acks []domain.Ack, ids map[string]int64) ([]domain.AckResult, error) {
 	var pids []int64
 	for _, id := range ids {
 		if id != 0 {
@@ -245,14 +251,15 @@ func (s *Store) ackInOrder(ctx context.Context, q Queue, r *AckRequest, ids map[
 		}
 	}
 	slices.Sort(pids)
-	return s.withRetry(ctx, func() error {
+	var results []domain.AckResult
+	err := s.withRetry(ctx, func() error {
 		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			r.Results = make([]AckResult, len(r.Acks))
+			results = make([]domain.AckResult, len(acks))
 			rows, err := tx.Query(ctx, `
 				SELECT partition_id, committed, coalesce(lease_id, ''), coalesce(lease_from, 0),
 				       coalesce(lease_upto, -1), coalesce(lease_until > now(), false), attempts
 				FROM comb_cursors WHERE group_name = $1 AND partition_id = ANY($2)
-				ORDER BY partition_id FOR UPDATE`, r.Group, pids)
+				ORDER BY partition_id FOR UPDATE`, group, pids)
 			if err != nil {
 				return err
 			}
@@ -266,27 +273,27 @@ func (s *Store) ackInOrder(ctx context.Context, q Queue, r *AckRequest, ids map[
 			}); err != nil {
 				return err
 			}
-			for i, a := range r.Acks {
+			for i, a := range acks {
 				pid := ids[a.Partition]
 				c := cur[pid]
 				switch {
 				case pid == 0:
-					r.Results[i] = AckResult{Error: errUnknownPart}
+					results[i] = domain.AckResult{Error: errUnknownPart}
 					continue
 				case checkLease(a.Lease, pid) == leaseElsewhere:
-					r.Results[i] = AckResult{Error: errLeaseMismatch}
+					results[i] = domain.AckResult{Error: errLeaseMismatch}
 					continue
 				case c == nil || !c.live || c.lease != a.Lease:
-					r.Results[i] = AckResult{Error: errLeaseGone}
+					results[i] = domain.AckResult{Error: errLeaseGone}
 					continue
 				case a.Offset < c.from || a.Offset > c.upto:
-					r.Results[i] = AckResult{Error: fmt.Sprintf(errOutsideLeaseFm, a.Offset, c.from, c.upto)}
+					results[i] = domain.AckResult{Error: fmt.Sprintf(errOutsideLeaseFm, a.Offset, c.from, c.upto)}
 					continue
 				}
-				if err := s.applyAck(ctx, tx, q, r.Group, a, pid, c); err != nil {
+				if err := s.applyAck(ctx, tx, q, group, a, pid, c); err != nil {
 					return err
 				}
-				r.Results[i] = AckResult{OK: true}
+				results[i] = domain.AckResult{OK: true}
 			}
 			for pid, c := range cur {
 				if !c.changed {
@@ -300,45 +307,46 @@ func (s *Store) ackInOrder(ctx context.Context, q Queue, r *AckRequest, ids map[
 					UPDATE comb_cursors SET committed = $3, attempts = $4, lease_id = $5,
 					       lease_until = CASE WHEN $5::text IS NULL THEN NULL ELSE lease_until END
 					WHERE partition_id = $1 AND group_name = $2`,
-					pid, r.Group, c.committed, c.attempts, lease); err != nil {
+					pid, group, c.committed, c.attempts, lease); err != nil {
 					return err
 				}
 			}
 			return nil
 		})
 	})
+	return results, err
 }
 
 // applyAck applies one validated ack to a locked cursor's state.
-func (s *Store) applyAck(ctx context.Context, tx pgx.Tx, q Queue, group string, a Ack, pid int64, c *cursorState) error {
+func (s *Store) applyAck(ctx context.Context, tx pgx.Tx, q queueRow, group string, a domain.Ack, pid int64, c *cursorState) error {
 	end := func() { c.live, c.lease, c.attempts = false, "", 0 }
 	c.changed = true
 	switch a.Status {
-	case AckCompleted:
+	case domain.AckCompleted:
 		c.committed = max(c.committed, a.Offset+1)
 		if a.Offset >= c.upto {
 			end()
 		}
-	case AckRetry:
+	case domain.AckRetry:
 		// Done up to N-1; N on is delivered again without spending an
 		// attempt: the next pop adds back the one taken off here.
 		c.committed = max(c.committed, a.Offset)
 		att := max(c.attempts-1, 0)
 		end()
 		c.attempts = att
-	case AckFailed:
+	case domain.AckFailed:
 		c.committed = max(c.committed, a.Offset)
 		att := c.attempts
 		end()
 		c.attempts = att
 		if att >= q.Config.MaxAttempts {
-			if err := s.deadLetter(ctx, tx, q, group, a.Partition, pid, a.Offset, att, "failed"); err != nil {
+			if err := s.deadLetter(ctx, tx, q, group, a.Partition, pid, a.Offset, att, protocol.AckFailed); err != nil {
 				return err
 			}
 			c.committed, c.attempts = a.Offset+1, 0
 		}
-	case AckDead:
-		if err := s.deadLetter(ctx, tx, q, group, a.Partition, pid, a.Offset, c.attempts, "dead"); err != nil {
+	case domain.AckDead:
+		if err := s.deadLetter(ctx, tx, q, group, a.Partition, pid, a.Offset, c.attempts, protocol.AckDead); err != nil {
 			return err
 		}
 		c.committed = max(c.committed, a.Offset+1)
@@ -351,15 +359,16 @@ func (s *Store) applyAck(ctx context.Context, tx pgx.Tx, q Queue, group string, 
 
 // deadLetter copies message off of a partition into the dead-letter table,
 // unless the queue drops dead letters.
-func (s *Store) deadLetter(ctx context.Context, tx pgx.Tx, q Queue, group, partition string, pid, off, attempts int64, reason string) error {
+func (s *Store) deadLetter(ctx context.Context, tx pgx.Tx, q queueRow, group, partition string, pid, off, attempts int64, reason string) error {
 	if !q.Config.DeadLetter {
 		return nil
 	}
 	var base int64
 	var payload []byte
+	var format int16
 	err := tx.QueryRow(ctx, `
-		SELECT base_offset, payload FROM comb_segments
-		WHERE partition_id = $1 AND base_offset <= $2 ORDER BY base_offset DESC LIMIT 1`, pid, off).Scan(&base, &payload)
+		SELECT base_offset, payload, frame_format FROM comb_segments
+		WHERE partition_id = $1 AND base_offset <= $2 ORDER BY base_offset DESC LIMIT 1`, pid, off).Scan(&base, &payload, &format)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil // retention removed it already; nothing to keep
 	}
@@ -368,28 +377,30 @@ func (s *Store) deadLetter(ctx context.Context, tx pgx.Tx, q Queue, group, parti
 	}
 	rest := payload
 	for o := base; ; o++ {
-		id, data, r, err := readFrame(rest)
+		id, data, enc, r, err := readFrame(rest, format)
 		if err != nil {
 			return nil // offset past the segment: removed by retention
 		}
 		if o == off {
 			_, err := tx.Exec(ctx, `
 				INSERT INTO comb_dead_letters (queue_id, group_name, partition_id, partition, msg_offset,
-				                               producer_id, attempts, reason, data)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-				q.ID, group, pid, partition, off, string(id), attempts, reason, data)
+				                               producer_id, attempts, reason, data, encoding)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+				q.ID, group, pid, partition, off, string(id), attempts, reason, data, int16(enc))
 			return err
 		}
 		rest = r
 	}
 }
 
-// Renew extends live leases of a queue by leaseMS (0: the queue's lease_ms).
-func (s *Store) Renew(ctx context.Context, queue string, leases []string, leaseMS int64) ([]RenewResult, error) {
-	q, err := s.queue(ctx, queue, false)
+// Renew extends live leases of a queue by LeaseMS from now (0: the queue's
+// lease_ms) and returns one result per lease.
+func (s *Store) Renew(ctx context.Context, req domain.RenewParams) ([]domain.RenewResult, error) {
+	q, err := s.queue(ctx, req.Queue, false)
 	if err != nil {
 		return nil, err
 	}
+	leases, leaseMS := req.Leases, req.LeaseMS
 	if leaseMS <= 0 {
 		leaseMS = q.Config.LeaseMS
 	}
@@ -424,12 +435,12 @@ func (s *Store) Renew(ctx context.Context, queue string, leases []string, leaseM
 	if err != nil {
 		return nil, fmt.Errorf("renew: %w", classify(err))
 	}
-	out := make([]RenewResult, len(leases))
+	out := make([]domain.RenewResult, len(leases))
 	for i, l := range leases {
 		if until, ok := got[l]; ok {
-			out[i] = RenewResult{Lease: l, OK: true, ExpiresAt: until}
+			out[i] = domain.RenewResult{Lease: l, OK: true, ExpiresAt: until}
 		} else {
-			out[i] = RenewResult{Lease: l, Error: errLeaseGone}
+			out[i] = domain.RenewResult{Lease: l, Error: errLeaseGone}
 		}
 	}
 	return out, nil

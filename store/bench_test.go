@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/combmq/comb/store"
+	"github.com/combmq/comb/domain"
 )
 
 // The store benchmarks measure the log engine alone, without NATS or JSON,
@@ -22,13 +22,14 @@ import (
 
 const benchPartitions = 200
 
-func benchPushRequest(n int, payload []byte, seq *atomic.Int64) *store.PushRequest {
-	r := &store.PushRequest{Queue: "bench", Messages: make([]store.PushMessage, n)}
+func benchPushRequest(n int, payload []byte, seq *atomic.Int64) domain.PushParams {
+	r := domain.PushParams{Queue: "bench", Messages: make([]domain.PushMessage, n)}
 	base := seq.Add(int64(n))
 	for i := range r.Messages {
-		r.Messages[i] = store.PushMessage{
+		r.Messages[i] = domain.PushMessage{
 			Partition: "p" + strconv.Itoa(int((base+int64(i))/int64(n))%benchPartitions),
 			Data:      payload,
+			Encoding:  domain.EncodingBinary,
 		}
 	}
 	return r
@@ -45,9 +46,9 @@ func BenchmarkPush(b *testing.B) {
 	start := time.Now()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			r := benchPushRequest(100, payload, &seq)
-			if err := st.Push(context.Background(), []*store.PushRequest{r}); err != nil || r.Err != nil {
-				b.Error(err, r.Err)
+			outs, err := st.Push(context.Background(), []domain.PushParams{benchPushRequest(100, payload, &seq)})
+			if err != nil || outs[0].Err != nil {
+				b.Error(err, outs)
 				return
 			}
 		}
@@ -64,9 +65,9 @@ func BenchmarkPopAck(b *testing.B) {
 	payload := make([]byte, 256)
 	var seq atomic.Int64
 	for seq.Load() < int64(b.N) {
-		r := benchPushRequest(100, payload, &seq)
-		if err := st.Push(ctx, []*store.PushRequest{r}); err != nil || r.Err != nil {
-			b.Fatal(err, r.Err)
+		outs, err := st.Push(ctx, []domain.PushParams{benchPushRequest(100, payload, &seq)})
+		if err != nil || outs[0].Err != nil {
+			b.Fatal(err, outs)
 		}
 	}
 	total := seq.Load()
@@ -77,22 +78,23 @@ func BenchmarkPopAck(b *testing.B) {
 	for range 6 {
 		wg.Go(func() {
 			for done.Load() < total {
-				ms, err := st.Pop(ctx, store.PopRequest{Queue: "bench", Max: 2000, Partitions: 4})
+				ms, err := st.Pop(ctx, domain.PopParams{Queue: "bench", Max: 2000, Partitions: 4})
 				if err != nil {
 					b.Error(err)
 					return
 				}
-				last := map[string]store.Message{}
+				last := map[string]domain.Message{}
 				for _, m := range ms {
 					last[m.Lease] = m
 				}
-				r := &store.AckRequest{Queue: "bench"}
+				r := domain.AckParams{Queue: "bench"}
 				for _, m := range last {
-					r.Acks = append(r.Acks, store.Ack{Partition: m.Partition, Offset: m.Offset, Lease: m.Lease})
+					r.Acks = append(r.Acks, domain.Ack{Partition: m.Partition, Offset: m.Offset, Lease: m.Lease})
 				}
 				if len(r.Acks) > 0 {
-					if err := st.Ack(ctx, []*store.AckRequest{r}); err != nil || r.Err != nil {
-						b.Error(err, r.Err)
+					outs, err := st.Ack(ctx, []domain.AckParams{r})
+					if err != nil || outs[0].Err != nil {
+						b.Error(err, outs)
 						return
 					}
 				}

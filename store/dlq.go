@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strconv"
@@ -8,13 +9,16 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/combmq/comb/domain"
+	"github.com/combmq/comb/protocol"
 )
 
 func parseDLQID(s string) (int64, error) {
 	num, ok := strings.CutPrefix(s, "d-")
 	id, err := strconv.ParseInt(num, 10, 64)
 	if !ok || err != nil || id <= 0 {
-		return 0, fmt.Errorf("%w: %q is not a dead-letter id (d-<number>)", ErrInvalid, s)
+		return 0, fmt.Errorf("%w: %q is not a dead-letter id (d-<number>)", domain.ErrInvalid, s)
 	}
 	return id, nil
 }
@@ -33,15 +37,12 @@ func parseDLQIDs(ss []string) ([]int64, error) {
 
 // DeadLetters lists a queue's dead letters, oldest first, and the cursor of
 // the next page ("" at the end).
-func (s *Store) DeadLetters(ctx context.Context, dq DLQQuery) ([]DeadLetter, string, error) {
+func (s *Store) DeadLetters(ctx context.Context, dq domain.DLQParams) ([]domain.DeadLetter, string, error) {
 	q, err := s.queue(ctx, dq.Queue, false)
 	if err != nil {
 		return nil, "", err
 	}
-	limit := dq.Limit
-	if limit <= 0 {
-		limit = 100
-	}
+	limit := cmp.Or(max(dq.Limit, 0), protocol.DefaultDLQLimit)
 	var after int64
 	if dq.After != "" {
 		if after, err = parseDLQID(dq.After); err != nil {
@@ -49,7 +50,7 @@ func (s *Store) DeadLetters(ctx context.Context, dq DLQQuery) ([]DeadLetter, str
 		}
 	}
 	rows, err := s.pool.Query(ctx, `
-		SELECT id, group_name, partition, msg_offset, producer_id, attempts, reason, dead_at, data
+		SELECT id, group_name, partition, msg_offset, producer_id, attempts, reason, dead_at, data, encoding
 		FROM comb_dead_letters
 		WHERE queue_id = $1 AND ($2 = '' OR group_name = $2) AND id > $3
 		ORDER BY id LIMIT $4`, q.ID, dq.Group, after, limit+1)
@@ -59,12 +60,13 @@ func (s *Store) DeadLetters(ctx context.Context, dq DLQQuery) ([]DeadLetter, str
 	var (
 		id       int64
 		attempts int32
-		d        DeadLetter
+		enc      int16
+		d        domain.DeadLetter
 		dead     time.Time
 	)
-	out := []DeadLetter{}
-	_, err = pgx.ForEachRow(rows, []any{&id, &d.Group, &d.Partition, &d.Offset, &d.ID, &attempts, &d.Reason, &dead, &d.Data}, func() error {
-		d.DLQID, d.Attempts, d.DeadAt = "d-"+strconv.FormatInt(id, 10), int(attempts), dead
+	out := []domain.DeadLetter{}
+	_, err = pgx.ForEachRow(rows, []any{&id, &d.Group, &d.Partition, &d.Offset, &d.ID, &attempts, &d.Reason, &dead, &d.Data, &enc}, func() error {
+		d.DLQID, d.Attempts, d.DeadAt, d.Encoding = "d-"+strconv.FormatInt(id, 10), int(attempts), dead, domain.Encoding(enc)
 		d.Data = append([]byte(nil), d.Data...)
 		out = append(out, d)
 		return nil
@@ -94,17 +96,18 @@ func (s *Store) ReplayDeadLetters(ctx context.Context, queue string, ids []strin
 		return 0, err
 	}
 	rows, err := s.pool.Query(ctx, `
-		SELECT id, partition, producer_id, data FROM comb_dead_letters
+		SELECT id, partition, producer_id, data, encoding FROM comb_dead_letters
 		WHERE queue_id = $1 AND id = ANY($2) ORDER BY id`, q.ID, nums)
 	if err != nil {
 		return 0, fmt.Errorf("replay: %w", classify(err))
 	}
-	req := &PushRequest{Queue: q.Name}
+	req := domain.PushParams{Queue: q.Name}
 	var found []int64
 	var id int64
-	var m PushMessage
-	if _, err := pgx.ForEachRow(rows, []any{&id, &m.Partition, &m.ID, &m.Data}, func() error {
-		m.Data = append([]byte(nil), m.Data...)
+	var enc int16
+	var m domain.PushMessage
+	if _, err := pgx.ForEachRow(rows, []any{&id, &m.Partition, &m.ID, &m.Data, &enc}, func() error {
+		m.Data, m.Encoding = append([]byte(nil), m.Data...), domain.Encoding(enc)
 		req.Messages = append(req.Messages, m)
 		found = append(found, id)
 		return nil
@@ -114,11 +117,12 @@ func (s *Store) ReplayDeadLetters(ctx context.Context, queue string, ids []strin
 	if len(found) == 0 {
 		return 0, nil
 	}
-	if err := s.Push(ctx, []*PushRequest{req}); err != nil {
+	outs, err := s.Push(ctx, []domain.PushParams{req})
+	if err != nil {
 		return 0, err
 	}
-	if req.Err != nil {
-		return 0, req.Err
+	if outs[0].Err != nil {
+		return 0, outs[0].Err
 	}
 	return s.purge(ctx, q, found)
 }
@@ -136,7 +140,7 @@ func (s *Store) PurgeDeadLetters(ctx context.Context, queue string, ids []string
 	return s.purge(ctx, q, nums)
 }
 
-func (s *Store) purge(ctx context.Context, q Queue, ids []int64) (int, error) {
+func (s *Store) purge(ctx context.Context, q queueRow, ids []int64) (int, error) {
 	tag, err := s.pool.Exec(ctx, `DELETE FROM comb_dead_letters WHERE queue_id = $1 AND id = ANY($2)`, q.ID, ids)
 	if err != nil {
 		return 0, fmt.Errorf("purge dead letters: %w", classify(err))

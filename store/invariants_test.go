@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -14,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/combmq/comb/store"
+	"github.com/combmq/comb/domain"
 )
 
 // TestConcurrentInvariants pins invariants 1–3 of architecture.md under
@@ -56,19 +57,23 @@ func TestConcurrentInvariants(t *testing.T) {
 		eg.Go(func() error {
 			for i := 0; i < perProducer; {
 				n := 1 + rand.IntN(10)
-				r := &store.PushRequest{Queue: "inv"}
+				r := domain.PushParams{Queue: "inv"}
 				for j := 0; j < n && i < perProducer; j++ {
-					r.Messages = append(r.Messages, store.PushMessage{
+					r.Messages = append(r.Messages, domain.PushMessage{
 						Partition: "p" + strconv.Itoa(rand.IntN(partitions)),
 						Data:      []byte(fmt.Sprintf("%d-%d", p, i)),
 					})
 					i++
 				}
-				if err := st.Push(ectx, []*store.PushRequest{r}); err != nil {
+				outs, err := st.Push(ectx, []domain.PushParams{r})
+				if err != nil {
 					return err
 				}
-				if r.Err != nil {
-					return r.Err
+				if outs[0].Err != nil {
+					return outs[0].Err
+				}
+				if len(outs[0].Results) != len(r.Messages) {
+					return fmt.Errorf("push of %d messages returned %d results", len(r.Messages), len(outs[0].Results))
 				}
 				pushed.Add(int64(len(r.Messages)))
 			}
@@ -89,7 +94,7 @@ func TestConcurrentInvariants(t *testing.T) {
 					if err := ectx.Err(); err != nil {
 						return err
 					}
-					ms, err := st.Pop(ectx, store.PopRequest{Queue: "inv", Group: g, Max: 1 + rand.IntN(20),
+					ms, err := st.Pop(ectx, domain.PopParams{Queue: "inv", Group: g, Max: 1 + rand.IntN(20),
 						Partitions: 1 + rand.IntN(2), LeaseMS: 200})
 					if errorsIsNotFound(err) {
 						continue // no producer has created the queue yet
@@ -102,7 +107,7 @@ func TestConcurrentInvariants(t *testing.T) {
 						continue
 					}
 					// Group the batch by lease, checking contiguity.
-					last := map[string]store.Message{}
+					last := map[string]domain.Message{}
 					for _, m := range ms {
 						if prev, ok := last[m.Lease]; ok && m.Offset != prev.Offset+1 {
 							return fmt.Errorf("%s: lease %s jumps from %d to %d", g, m.Lease, prev.Offset, m.Offset)
@@ -114,17 +119,20 @@ func TestConcurrentInvariants(t *testing.T) {
 					abandon := c == 0 && rand.IntN(5) == 0
 					if abandon {
 						time.Sleep(250 * time.Millisecond) // let the 200 ms lease expire: the point of this branch
-						var acks []store.Ack
+						var acks []domain.Ack
 						for _, m := range last {
-							acks = append(acks, store.Ack{Partition: m.Partition, Offset: m.Offset, Lease: m.Lease})
+							acks = append(acks, domain.Ack{Partition: m.Partition, Offset: m.Offset, Lease: m.Lease})
 						}
-						r := &store.AckRequest{Queue: "inv", Group: g, Acks: acks}
-						if err := st.Ack(ectx, []*store.AckRequest{r}); err != nil {
+						outs, err := st.Ack(ectx, []domain.AckParams{{Queue: "inv", Group: g, Acks: acks}})
+						if err != nil {
 							return err
+						}
+						if outs[0].Err != nil {
+							return outs[0].Err
 						}
 						gs.mu.Lock()
 						gs.expired++
-						for _, res := range r.Results {
+						for _, res := range outs[0].Results {
 							// Another consumer may have taken the partition
 							// over; then this stale ack must fail. If nobody
 							// did, the lease is merely late: also refused.
@@ -135,16 +143,19 @@ func TestConcurrentInvariants(t *testing.T) {
 						gs.mu.Unlock()
 						continue
 					}
-					var acks []store.Ack
+					var acks []domain.Ack
 					for _, m := range last {
-						acks = append(acks, store.Ack{Partition: m.Partition, Offset: m.Offset, Lease: m.Lease})
+						acks = append(acks, domain.Ack{Partition: m.Partition, Offset: m.Offset, Lease: m.Lease})
 					}
-					r := &store.AckRequest{Queue: "inv", Group: g, Acks: acks}
-					if err := st.Ack(ectx, []*store.AckRequest{r}); err != nil {
+					outs, err := st.Ack(ectx, []domain.AckParams{{Queue: "inv", Group: g, Acks: acks}})
+					if err != nil {
 						return err
 					}
+					if outs[0].Err != nil {
+						return outs[0].Err
+					}
 					gs.mu.Lock()
-					for i, res := range r.Results {
+					for i, res := range outs[0].Results {
 						if !res.OK {
 							continue // our lease expired meanwhile: redelivered later
 						}
@@ -178,5 +189,5 @@ func TestConcurrentInvariants(t *testing.T) {
 }
 
 func errorsIsNotFound(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "not found")
+	return errors.Is(err, domain.ErrNotFound)
 }

@@ -1,12 +1,16 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/combmq/comb/domain"
+	"github.com/combmq/comb/protocol"
 )
 
 // sweepSegmentsSQL deletes a prefix of at most $5 segments of partition $1:
@@ -42,16 +46,6 @@ SELECT segs, msgs, bytes FROM agg`
 // a snapshot for long.
 const sweepStep = 1000
 
-// SweepStats counts what one sweep removed.
-type SweepStats struct {
-	Segments int64
-	Messages int64
-	Bytes    int64
-	DedupIDs int64
-	// More is set when a bound stopped the sweep before it was done.
-	More bool
-}
-
 // Sweep makes one bounded pass of retention over every queue: it deletes
 // whole segments that completed_retention_s or max_age_s allow, and forgets
 // producer ids older than the dedup window. Several bridges may sweep at
@@ -62,8 +56,8 @@ func (s *Store) Sweep(ctx context.Context) (SweepStats, error) {
 	if err != nil {
 		return st, fmt.Errorf("sweep: %w", classify(err))
 	}
-	var queues []Queue
-	var q Queue
+	var queues []queueRow
+	var q queueRow
 	var raw []byte
 	if _, err := pgx.ForEachRow(rows, []any{&q.ID, &q.Name, &raw}, func() error {
 		c, err := decodeConfig(raw)
@@ -81,7 +75,7 @@ func (s *Store) Sweep(ctx context.Context) (SweepStats, error) {
 	return st, nil
 }
 
-func (s *Store) sweepQueue(ctx context.Context, q Queue, st *SweepStats) error {
+func (s *Store) sweepQueue(ctx context.Context, q queueRow, st *SweepStats) error {
 	window := q.Config.DedupWindowS // 0: dedup off, so every remembered id goes
 	tag, err := s.pool.Exec(ctx, `
 		DELETE FROM comb_dedup WHERE ctid = ANY(ARRAY(
@@ -165,18 +159,16 @@ func (s *Store) RunSweeper(ctx context.Context, interval time.Duration) {
 }
 
 // Seek moves a group's cursors on a queue — on every partition, or on one
-// when partition is set — to where `to` says (all: the oldest retained
-// message; new: past the newest; time: the first message at or after it),
-// ending their leases. It creates the group if needed and returns how many
-// cursors moved.
-func (s *Store) Seek(ctx context.Context, queue, group, partition string, to From) (int, error) {
-	q, err := s.queue(ctx, queue, false)
+// when Partition is set — to where To says (StartAll: the oldest retained
+// message; StartNew: past the newest; StartTime: the first message at or
+// after it), ending their leases. It creates the group if needed and
+// returns how many cursors moved.
+func (s *Store) Seek(ctx context.Context, req domain.SeekParams) (int, error) {
+	q, err := s.queue(ctx, req.Queue, false)
 	if err != nil {
 		return 0, err
 	}
-	if group == "" {
-		group = DefaultGroup
-	}
+	group, partition, to := cmp.Or(req.Group, protocol.DefaultGroup), req.Partition, req.To
 	if err := s.ensureGroup(ctx, q, group, to); err != nil {
 		return 0, err
 	}
@@ -196,11 +188,11 @@ func (s *Store) Seek(ctx context.Context, queue, group, partition string, to Fro
 
 // startExpr is the SQL for where a cursor on partition p starts, given
 // from; its argument, if any, is $argN.
-func startExpr(from From, argN int) (string, []any) {
+func startExpr(from domain.Start, argN int) (string, []any) {
 	switch from.Kind {
-	case "new", "end":
+	case domain.StartNew:
 		return `p.next_offset`, nil
-	case "time":
+	case domain.StartTime:
 		// The first segment written at or after the time; segments of one
 		// partition are written in offset order.
 		return fmt.Sprintf(`greatest(p.low_offset, coalesce((SELECT min(s.base_offset) FROM comb_segments s

@@ -7,10 +7,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/combmq/comb/domain"
+	"github.com/combmq/comb/protocol"
 	"github.com/combmq/comb/store"
 )
 
-func configure(t *testing.T, st *store.Store, queue string, p store.ConfigPatch) {
+func configure(t *testing.T, st *store.Store, queue string, p domain.ConfigPatch) {
 	t.Helper()
 	_, err := st.Configure(ctxT(t), queue, p)
 	require.NoError(t, err)
@@ -18,50 +20,57 @@ func configure(t *testing.T, st *store.Store, queue string, p store.ConfigPatch)
 
 func i64(v int64) *int64 { return &v }
 
-func pushIDs(t *testing.T, st *store.Store, queue string, ms ...store.PushMessage) []store.PushResult {
+func pushIDs(t *testing.T, st *store.Store, queue string, ms ...domain.PushMessage) []domain.PushResult {
 	t.Helper()
-	r := &store.PushRequest{Queue: queue, Messages: ms}
-	require.NoError(t, st.Push(ctxT(t), []*store.PushRequest{r}))
-	require.NoError(t, r.Err)
-	return r.Results
+	out := push(t, st, domain.PushParams{Queue: queue, Messages: ms})[0]
+	require.NoError(t, out.Err)
+	require.Len(t, out.Results, len(ms))
+	return out.Results
 }
+
+// dp is the partition the decoder fills in for a message that names none.
+const dp = protocol.DefaultPartition
 
 func TestDedup(t *testing.T) {
 	t.Parallel()
 	st := newStore(t)
-	configure(t, st, "q", store.ConfigPatch{DedupWindowS: i64(60)})
+	configure(t, st, "q", domain.ConfigPatch{DedupWindowS: i64(60)})
 
 	res := pushIDs(t, st, "q",
-		store.PushMessage{Partition: "p", ID: "a", Data: []byte("1")},
-		store.PushMessage{Partition: "p", ID: "b", Data: []byte("2")},
-		store.PushMessage{Partition: "p", ID: "a", Data: []byte("3")}, // same batch
-		store.PushMessage{Partition: "other", ID: "a", Data: []byte("4")},
-		store.PushMessage{Partition: "p", Data: []byte("5")}, // no id: never a duplicate
+		domain.PushMessage{Partition: "p", ID: "a", Data: []byte("1")},
+		domain.PushMessage{Partition: "p", ID: "b", Data: []byte("2")},
+		domain.PushMessage{Partition: "p", ID: "a", Data: []byte("3")}, // same batch
+		domain.PushMessage{Partition: "other", ID: "a", Data: []byte("4")},
+		domain.PushMessage{Partition: "p", Data: []byte("5")}, // no id: never a duplicate
 	)
-	require.Equal(t, []store.PushResult{
-		{Partition: "p", Offset: 0, Status: store.StatusStored},
-		{Partition: "p", Offset: 1, Status: store.StatusStored},
-		{Partition: "p", Offset: 0, Status: store.StatusDuplicate},
-		{Partition: "other", Offset: 0, Status: store.StatusStored},
-		{Partition: "p", Offset: 2, Status: store.StatusStored},
+	require.Equal(t, []domain.PushResult{
+		{Partition: "p", Offset: 0, Status: domain.Stored},
+		{Partition: "p", Offset: 1, Status: domain.Stored},
+		{Partition: "p", Offset: 0, Status: domain.Duplicate},
+		{Partition: "other", Offset: 0, Status: domain.Stored},
+		{Partition: "p", Offset: 2, Status: domain.Stored},
 	}, res)
 
 	// Concurrent requests coalesced into one transaction see each other.
-	r1 := &store.PushRequest{Queue: "q", Messages: []store.PushMessage{{Partition: "p", ID: "c", Data: []byte("6")}}}
-	r2 := &store.PushRequest{Queue: "q", Messages: []store.PushMessage{{Partition: "p", ID: "c", Data: []byte("7")}, {Partition: "p", ID: "b", Data: []byte("8")}}}
-	require.NoError(t, st.Push(ctxT(t), []*store.PushRequest{r1, r2}))
-	require.Equal(t, store.PushResult{Partition: "p", Offset: 3, Status: store.StatusStored}, r1.Results[0])
-	require.Equal(t, store.PushResult{Partition: "p", Offset: 3, Status: store.StatusDuplicate}, r2.Results[0])
-	require.Equal(t, store.PushResult{Partition: "p", Offset: 1, Status: store.StatusDuplicate}, r2.Results[1])
+	outs := push(t, st,
+		domain.PushParams{Queue: "q", Messages: []domain.PushMessage{{Partition: "p", ID: "c", Data: []byte("6")}}},
+		domain.PushParams{Queue: "q", Messages: []domain.PushMessage{{Partition: "p", ID: "c", Data: []byte("7")}, {Partition: "p", ID: "b", Data: []byte("8")}}})
+	require.NoError(t, outs[0].Err)
+	require.NoError(t, outs[1].Err)
+	require.Equal(t, []domain.PushResult{{Partition: "p", Offset: 3, Status: domain.Stored}}, outs[0].Results)
+	require.Equal(t, []domain.PushResult{
+		{Partition: "p", Offset: 3, Status: domain.Duplicate},
+		{Partition: "p", Offset: 1, Status: domain.Duplicate},
+	}, outs[1].Results)
 
-	ms, err := st.Pop(ctxT(t), store.PopRequest{Queue: "q", Partition: "p", Max: 10})
+	ms, err := st.Pop(ctxT(t), domain.PopParams{Queue: "q", Partition: "p", Max: 10})
 	require.NoError(t, err)
 	require.Equal(t, []string{"1", "2", "5", "6"}, datas(ms))
 
 	// A queue without a window stores every message.
 	res = pushIDs(t, st, "plain",
-		store.PushMessage{ID: "a", Data: []byte("1")}, store.PushMessage{ID: "a", Data: []byte("1")})
-	require.Equal(t, store.StatusStored, res[1].Status)
+		domain.PushMessage{Partition: dp, ID: "a", Data: []byte("1")}, domain.PushMessage{Partition: dp, ID: "a", Data: []byte("1")})
+	require.Equal(t, domain.Stored, res[1].Status)
 }
 
 func TestDedupSurvivesRestart(t *testing.T) {
@@ -75,25 +84,25 @@ func TestDedupSurvivesRestart(t *testing.T) {
 		return st
 	}
 	first := open()
-	configure(t, first, "q", store.ConfigPatch{DedupWindowS: i64(60)})
-	res := pushIDs(t, first, "q", store.PushMessage{ID: "order-7", Data: []byte("x")})
-	require.Equal(t, store.StatusStored, res[0].Status)
+	configure(t, first, "q", domain.ConfigPatch{DedupWindowS: i64(60)})
+	res := pushIDs(t, first, "q", domain.PushMessage{Partition: dp, ID: "order-7", Data: []byte("x")})
+	require.Equal(t, domain.Stored, res[0].Status)
 	first.Close()
 
 	second := open()
 	defer second.Close()
-	res = pushIDs(t, second, "q", store.PushMessage{ID: "order-7", Data: []byte("x")})
-	require.Equal(t, store.PushResult{Partition: "default", Offset: 0, Status: store.StatusDuplicate}, res[0])
+	res = pushIDs(t, second, "q", domain.PushMessage{Partition: dp, ID: "order-7", Data: []byte("x")})
+	require.Equal(t, domain.PushResult{Partition: "default", Offset: 0, Status: domain.Duplicate}, res[0])
 }
 
 func TestDedupWindowExpires(t *testing.T) {
 	t.Parallel()
 	st := newStore(t)
-	configure(t, st, "q", store.ConfigPatch{DedupWindowS: i64(1)})
-	require.Equal(t, store.StatusStored, pushIDs(t, st, "q", store.PushMessage{ID: "a", Data: []byte("1")})[0].Status)
-	require.Equal(t, store.StatusDuplicate, pushIDs(t, st, "q", store.PushMessage{ID: "a", Data: []byte("1")})[0].Status)
+	configure(t, st, "q", domain.ConfigPatch{DedupWindowS: i64(1)})
+	require.Equal(t, domain.Stored, pushIDs(t, st, "q", domain.PushMessage{Partition: dp, ID: "a", Data: []byte("1")})[0].Status)
+	require.Equal(t, domain.Duplicate, pushIDs(t, st, "q", domain.PushMessage{Partition: dp, ID: "a", Data: []byte("1")})[0].Status)
 	require.Eventually(t, func() bool {
-		return pushIDs(t, st, "q", store.PushMessage{ID: "a", Data: []byte("1")})[0].Status == store.StatusStored
+		return pushIDs(t, st, "q", domain.PushMessage{Partition: dp, ID: "a", Data: []byte("1")})[0].Status == domain.Stored
 	}, 10*time.Second, 100*time.Millisecond)
 	// The sweeper forgets expired ids.
 	require.Eventually(t, func() bool {
@@ -106,14 +115,14 @@ func TestDedupWindowExpires(t *testing.T) {
 func TestDelay(t *testing.T) {
 	t.Parallel()
 	st := newStore(t)
-	configure(t, st, "q", store.ConfigPatch{DelayMS: i64(400)})
+	configure(t, st, "q", domain.ConfigPatch{DelayMS: i64(400)})
 	pushed := time.Now()
 	pushN(t, st, "q", "p", 0, 2)
-	ms, err := st.Pop(ctxT(t), store.PopRequest{Queue: "q", Max: 10})
+	ms, err := st.Pop(ctxT(t), domain.PopParams{Queue: "q", Max: 10})
 	require.NoError(t, err)
 	require.Empty(t, ms, "not deliverable before the delay")
 	require.Eventually(t, func() bool {
-		ms, err = st.Pop(ctxT(t), store.PopRequest{Queue: "q", Max: 10})
+		ms, err = st.Pop(ctxT(t), domain.PopParams{Queue: "q", Max: 10})
 		require.NoError(t, err)
 		return len(ms) > 0
 	}, 10*time.Second, 20*time.Millisecond)
@@ -125,49 +134,55 @@ func TestLimits(t *testing.T) {
 	t.Parallel()
 	st := newStore(t)
 	ctx := ctxT(t)
-	configure(t, st, "q", store.ConfigPatch{MaxMessages: i64(5), CompletedRetentionS: i64(1)})
+	configure(t, st, "q", domain.ConfigPatch{MaxMessages: i64(5), CompletedRetentionS: i64(1)})
 	pushN(t, st, "q", "p", 0, 4)
-	over := &store.PushRequest{Queue: "q", Messages: make([]store.PushMessage, 2)}
-	require.NoError(t, st.Push(ctx, []*store.PushRequest{over}))
-	require.ErrorIs(t, over.Err, store.ErrLimit)
+	two := []domain.PushMessage{{Partition: dp}, {Partition: dp}}
+	over := push(t, st, domain.PushParams{Queue: "q", Messages: two})[0]
+	require.ErrorIs(t, over.Err, domain.ErrLimit)
+	require.Nil(t, over.Results)
 	pushN(t, st, "q", "p", 4, 1)
 
 	// Consumers complete everything; retention frees the room.
-	ms, err := st.Pop(ctx, store.PopRequest{Queue: "q", Max: 10})
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", Max: 10})
 	require.NoError(t, err)
 	require.Len(t, ms, 5)
-	require.True(t, ack(t, st, "q", "", store.Ack{Partition: "p", Offset: 4, Lease: ms[0].Lease})[0].OK)
+	require.True(t, ack(t, st, "q", "", domain.Ack{Partition: "p", Offset: 4, Lease: ms[0].Lease})[0].OK)
 	require.Eventually(t, func() bool {
 		_, err := st.Sweep(ctx)
 		require.NoError(t, err)
-		again := &store.PushRequest{Queue: "q", Messages: make([]store.PushMessage, 2)}
-		require.NoError(t, st.Push(ctx, []*store.PushRequest{again}))
-		return again.Err == nil
+		again := push(t, st, domain.PushParams{Queue: "q", Messages: two})[0]
+		if again.Err != nil {
+			require.ErrorIs(t, again.Err, domain.ErrLimit)
+			return false
+		}
+		require.Len(t, again.Results, 2)
+		return true
 	}, 10*time.Second, 100*time.Millisecond)
 
-	configure(t, st, "bytes", store.ConfigPatch{MaxBytes: i64(10)})
-	fits := &store.PushRequest{Queue: "bytes", Messages: []store.PushMessage{{Data: make([]byte, 10)}}}
-	full := &store.PushRequest{Queue: "bytes", Messages: []store.PushMessage{{Data: make([]byte, 1)}}}
-	require.NoError(t, st.Push(ctx, []*store.PushRequest{fits, full}))
-	require.NoError(t, fits.Err)
-	require.ErrorIs(t, full.Err, store.ErrLimit)
+	configure(t, st, "bytes", domain.ConfigPatch{MaxBytes: i64(10)})
+	outs := push(t, st,
+		domain.PushParams{Queue: "bytes", Messages: []domain.PushMessage{{Partition: dp, Data: make([]byte, 10)}}},
+		domain.PushParams{Queue: "bytes", Messages: []domain.PushMessage{{Partition: dp, Data: make([]byte, 1)}}})
+	require.NoError(t, outs[0].Err)
+	require.Len(t, outs[0].Results, 1)
+	require.ErrorIs(t, outs[1].Err, domain.ErrLimit)
 }
 
 func TestRetentionWaitsForTheSlowestGroup(t *testing.T) {
 	t.Parallel()
 	st := newStore(t)
 	ctx := ctxT(t)
-	configure(t, st, "q", store.ConfigPatch{CompletedRetentionS: i64(1)})
+	configure(t, st, "q", domain.ConfigPatch{CompletedRetentionS: i64(1)})
 	pushN(t, st, "q", "p", 0, 3)
 	pushN(t, st, "q", "p", 3, 3)
 	// The fast group completes everything, the slow one only the first
 	// segment.
-	fast, err := st.Pop(ctx, store.PopRequest{Queue: "q", Group: "fast", Max: 10})
+	fast, err := st.Pop(ctx, domain.PopParams{Queue: "q", Group: "fast", Max: 10})
 	require.NoError(t, err)
-	require.True(t, ack(t, st, "q", "fast", store.Ack{Partition: "p", Offset: 5, Lease: fast[0].Lease})[0].OK)
-	slow, err := st.Pop(ctx, store.PopRequest{Queue: "q", Group: "slow", Max: 4})
+	require.True(t, ack(t, st, "q", "fast", domain.Ack{Partition: "p", Offset: 5, Lease: fast[0].Lease})[0].OK)
+	slow, err := st.Pop(ctx, domain.PopParams{Queue: "q", Group: "slow", Max: 4})
 	require.NoError(t, err)
-	require.True(t, ack(t, st, "q", "slow", store.Ack{Partition: "p", Offset: 3, Lease: slow[0].Lease})[0].OK)
+	require.True(t, ack(t, st, "q", "slow", domain.Ack{Partition: "p", Offset: 3, Lease: slow[0].Lease})[0].OK)
 
 	var swept store.SweepStats
 	require.Eventually(t, func() bool {
@@ -187,12 +202,12 @@ func TestRetentionWaitsForTheSlowestGroup(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(3), info.Messages)
 	require.Equal(t, int64(3), info.Partitions[0].LowOffset)
-	ms, err := st.Pop(ctx, store.PopRequest{Queue: "q", Group: "slow", Max: 10})
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", Group: "slow", Max: 10})
 	require.NoError(t, err)
 	require.Equal(t, []string{"4", "5"}, datas(ms))
 	// A group that never read the queue does not hold retention back
 	// (it did not exist), and starts at the oldest retained message.
-	ms, err = st.Pop(ctx, store.PopRequest{Queue: "q", Group: "late", Max: 10})
+	ms, err = st.Pop(ctx, domain.PopParams{Queue: "q", Group: "late", Max: 10})
 	require.NoError(t, err)
 	require.Equal(t, []string{"3", "4", "5"}, datas(ms))
 }
@@ -201,7 +216,7 @@ func TestRetentionKeepsEverythingWithoutGroups(t *testing.T) {
 	t.Parallel()
 	st := newStore(t)
 	ctx := ctxT(t)
-	configure(t, st, "q", store.ConfigPatch{CompletedRetentionS: i64(1)})
+	configure(t, st, "q", domain.ConfigPatch{CompletedRetentionS: i64(1)})
 	pushN(t, st, "q", "p", 0, 3)
 	var segs int
 	deadline := time.Now().Add(1500 * time.Millisecond)
@@ -219,9 +234,9 @@ func TestMaxAge(t *testing.T) {
 	t.Parallel()
 	st := newStore(t)
 	ctx := ctxT(t)
-	configure(t, st, "q", store.ConfigPatch{MaxAgeS: i64(1)})
+	configure(t, st, "q", domain.ConfigPatch{MaxAgeS: i64(1)})
 	pushN(t, st, "q", "p", 0, 3)
-	leased, err := st.Pop(ctx, store.PopRequest{Queue: "q", Max: 1, LeaseMS: 200})
+	leased, err := st.Pop(ctx, domain.PopParams{Queue: "q", Max: 1, LeaseMS: 200})
 	require.NoError(t, err)
 	require.Len(t, leased, 1)
 	require.Eventually(t, func() bool {
@@ -233,7 +248,7 @@ func TestMaxAge(t *testing.T) {
 	// The group's cursor was behind the deleted messages: it resumes at the
 	// oldest retained one once its lease ends.
 	require.Eventually(t, func() bool {
-		ms, err := st.Pop(ctx, store.PopRequest{Queue: "q", Max: 10, LeaseMS: 1000})
+		ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", Max: 10, LeaseMS: 1000})
 		require.NoError(t, err)
 		return len(ms) == 1 && string(ms[0].Data) == "3"
 	}, 10*time.Second, 100*time.Millisecond)
@@ -245,37 +260,37 @@ func TestSeek(t *testing.T) {
 	ctx := ctxT(t)
 	pushN(t, st, "q", "a", 0, 3)
 	pushN(t, st, "q", "b", 0, 2)
-	n, err := st.Seek(ctx, "q", "g", "", store.From{Kind: "end"})
+	n, err := st.Seek(ctx, domain.SeekParams{Queue: "q", Group: "g", To: domain.Start{Kind: domain.StartNew}})
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
-	ms, err := st.Pop(ctx, store.PopRequest{Queue: "q", Group: "g", Max: 10, Partitions: 2})
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", Group: "g", Max: 10, Partitions: 2})
 	require.NoError(t, err)
 	require.Empty(t, ms)
 
-	n, err = st.Seek(ctx, "q", "g", "a", store.From{Kind: "start"})
+	n, err = st.Seek(ctx, domain.SeekParams{Queue: "q", Group: "g", Partition: "a", To: domain.Start{Kind: domain.StartAll}})
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
-	ms, err = st.Pop(ctx, store.PopRequest{Queue: "q", Group: "g", Max: 10, Partitions: 2})
+	ms, err = st.Pop(ctx, domain.PopParams{Queue: "q", Group: "g", Max: 10, Partitions: 2})
 	require.NoError(t, err)
 	require.Equal(t, []string{"0", "1", "2"}, datas(ms))
 	require.Equal(t, 1, ms[0].Attempt)
 
 	// Seeking ends the lease: the old lease's ack settles nothing.
-	_, err = st.Seek(ctx, "q", "g", "", store.From{Kind: "all"})
+	_, err = st.Seek(ctx, domain.SeekParams{Queue: "q", Group: "g", To: domain.Start{Kind: domain.StartAll}})
 	require.NoError(t, err)
-	require.False(t, ack(t, st, "q", "g", store.Ack{Partition: "a", Offset: 2, Lease: ms[0].Lease})[0].OK)
+	require.False(t, ack(t, st, "q", "g", domain.Ack{Partition: "a", Offset: 2, Lease: ms[0].Lease})[0].OK)
 
-	_, err = st.Seek(ctx, "missing", "g", "", store.From{Kind: "all"})
-	require.ErrorIs(t, err, store.ErrNotFound)
+	_, err = st.Seek(ctx, domain.SeekParams{Queue: "missing", Group: "g", To: domain.Start{Kind: domain.StartAll}})
+	require.ErrorIs(t, err, domain.ErrNotFound)
 }
 
 func TestDeleteRemovesDedupAndCursors(t *testing.T) {
 	t.Parallel()
 	st := newStore(t)
 	ctx := ctxT(t)
-	configure(t, st, "q", store.ConfigPatch{DedupWindowS: i64(60)})
-	pushIDs(t, st, "q", store.PushMessage{ID: "a", Data: []byte("1")})
-	_, err := st.Pop(ctx, store.PopRequest{Queue: "q"})
+	configure(t, st, "q", domain.ConfigPatch{DedupWindowS: i64(60)})
+	pushIDs(t, st, "q", domain.PushMessage{Partition: dp, ID: "a", Data: []byte("1")})
+	_, err := st.Pop(ctx, domain.PopParams{Queue: "q"})
 	require.NoError(t, err)
 	require.NoError(t, st.Delete(ctx, "q"))
 	for _, table := range []string{"comb_dedup", "comb_cursors", "comb_segments", "comb_partitions", "comb_groups"} {
@@ -284,6 +299,6 @@ func TestDeleteRemovesDedupAndCursors(t *testing.T) {
 		require.Zero(t, n, table)
 	}
 	// The recreated queue has defaults and forgot the ids.
-	res := pushIDs(t, st, "q", store.PushMessage{ID: "a", Data: []byte("1")})
-	require.Equal(t, store.StatusStored, res[0].Status)
+	res := pushIDs(t, st, "q", domain.PushMessage{Partition: dp, ID: "a", Data: []byte("1")})
+	require.Equal(t, domain.Stored, res[0].Status)
 }

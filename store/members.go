@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/combmq/comb/domain"
 )
 
 // Partitions and groups are created on first use. Every (partition, group)
@@ -15,7 +17,7 @@ import (
 
 // partitionIDs maps partition names of queue q to ids, creating the missing
 // ones when create is set (else they are left out of the map).
-func (s *Store) partitionIDs(ctx context.Context, q Queue, names []string, create bool) (map[string]int64, error) {
+func (s *Store) partitionIDs(ctx context.Context, q queueRow, names []string, create bool) (map[string]int64, error) {
 	out := make(map[string]int64, len(names))
 	var missing []string
 	s.mu.Lock()
@@ -53,7 +55,7 @@ func (s *Store) partitionIDs(ctx context.Context, q Queue, names []string, creat
 	return out, nil
 }
 
-func (s *Store) lookupPartitions(ctx context.Context, q Queue, names []string) (map[string]int64, error) {
+func (s *Store) lookupPartitions(ctx context.Context, q queueRow, names []string) (map[string]int64, error) {
 	rows, err := s.pool.Query(ctx, `SELECT name, id FROM comb_partitions WHERE queue_id = $1 AND name = ANY($2)`, q.ID, names)
 	if err != nil {
 		return nil, fmt.Errorf("look up partitions: %w", classify(err))
@@ -72,7 +74,7 @@ func collectNameIDs(rows pgx.Rows) (map[string]int64, error) {
 	return out, err
 }
 
-func (s *Store) createPartitions(ctx context.Context, q Queue, names []string) (map[string]int64, error) {
+func (s *Store) createPartitions(ctx context.Context, q queueRow, names []string) (map[string]int64, error) {
 	var out map[string]int64
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if err := lockQueue(ctx, tx, q); err != nil {
@@ -100,7 +102,7 @@ func (s *Store) createPartitions(ctx context.Context, q Queue, names []string) (
 		return err
 	})
 	if err != nil {
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, domain.ErrNotFound) {
 			s.forget(q.Name)
 			return nil, err
 		}
@@ -110,30 +112,25 @@ func (s *Store) createPartitions(ctx context.Context, q Queue, names []string) (
 }
 
 // lockQueue takes the queue row's lock, which orders partition and group
-// creation, and reports ErrNotFound when the queue was deleted meanwhile.
-func lockQueue(ctx context.Context, tx pgx.Tx, q Queue) error {
+// creation, and reports domain.ErrNotFound when the queue was deleted meanwhile.
+func lockQueue(ctx context.Context, tx pgx.Tx, q queueRow) error {
 	var one int
 	err := tx.QueryRow(ctx, `SELECT 1 FROM comb_queues WHERE id = $1 FOR UPDATE`, q.ID).Scan(&one)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("queue %q was deleted: %w", q.Name, ErrNotFound)
+		return fmt.Errorf("queue %q was deleted: %w", q.Name, domain.ErrNotFound)
 	}
 	return err
 }
 
 // ensureGroup makes sure group exists on q, with a cursor on every
 // partition placed as from says.
-func (s *Store) ensureGroup(ctx context.Context, q Queue, group string, from From) error {
+func (s *Store) ensureGroup(ctx context.Context, q queueRow, group string, from domain.Start) error {
 	k := groupKey{q.ID, group}
 	s.mu.Lock()
 	_, ok := s.groups[k]
 	s.mu.Unlock()
 	if ok {
 		return nil
-	}
-	switch from.Kind {
-	case "", "all", "new", "time", "start", "end":
-	default:
-		return fmt.Errorf("%w: from must be all, new or an RFC 3339 time", ErrInvalid)
 	}
 	start, extra := startExpr(from, 3)
 	args := append([]any{q.ID, group}, extra...)
@@ -153,7 +150,7 @@ func (s *Store) ensureGroup(ctx context.Context, q Queue, group string, from Fro
 		return err
 	})
 	if err != nil {
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, domain.ErrNotFound) {
 			s.forget(q.Name)
 			return err
 		}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -8,6 +9,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/combmq/comb/domain"
+	"github.com/combmq/comb/protocol"
 )
 
 // popSQL claims up to $4 ready cursors of a group with SKIP LOCKED (a claim
@@ -67,7 +71,7 @@ WITH cand AS (
               a.delivered_upto
 )
 SELECT u.partition_id, u.name, u.lo, u.hi, u.lease_id, u.attempts, u.delivered_upto,
-       s.base_offset, s.count, s.created_at, s.payload
+       s.base_offset, s.count, s.created_at, s.payload, s.frame_format
 FROM upd u
 CROSS JOIN LATERAL (SELECT max(base_offset) AS b0 FROM comb_segments
                     WHERE partition_id = u.partition_id AND base_offset <= u.lo) f
@@ -76,17 +80,20 @@ JOIN comb_segments s ON s.partition_id = u.partition_id
 ORDER BY u.partition_id, s.base_offset`
 
 // Pop leases the next messages of a queue for a group. It returns no
-// messages and no error when nothing is ready; ErrNotFound when the queue
-// does not exist.
-func (s *Store) Pop(ctx context.Context, req PopRequest) ([]Message, error) {
+// messages and no error when nothing is ready; domain.ErrNotFound when the
+// queue does not exist.
+//
+// The lease and, when the reply is bounded (MaxBytes), the give-back of
+// what does not fit run in one transaction: a crash never leaves messages
+// leased that no reply carried, nor, for an auto-ack pop, settled. Leases
+// commit asynchronously (see Options.DurablePops); an auto-ack pop settles
+// what it delivers, so it commits durably.
+func (s *Store) Pop(ctx context.Context, req domain.PopParams) ([]domain.Message, error) {
 	q, err := s.queue(ctx, req.Queue, false)
 	if err != nil {
 		return nil, err
 	}
-	group := req.Group
-	if group == "" {
-		group = DefaultGroup
-	}
+	group := cmp.Or(req.Group, protocol.DefaultGroup)
 	if err := s.ensureGroup(ctx, q, group, req.From); err != nil {
 		return nil, err
 	}
@@ -100,13 +107,9 @@ func (s *Store) Pop(ctx context.Context, req PopRequest) ([]Message, error) {
 			return nil, nil // nothing was ever pushed there
 		}
 	}
-	maxN, parts, leaseMS := req.Max, req.Partitions, req.LeaseMS
-	if maxN <= 0 {
-		maxN = 100
-	}
-	if parts <= 0 {
-		parts = 1
-	}
+	maxN := cmp.Or(max(req.Max, 0), protocol.DefaultPopMax)
+	parts := cmp.Or(max(req.Partitions, 0), protocol.DefaultPopPartitions)
+	leaseMS := req.LeaseMS
 	if leaseMS <= 0 {
 		leaseMS = q.Config.LeaseMS
 	}
@@ -118,27 +121,70 @@ func (s *Store) Pop(ctx context.Context, req PopRequest) ([]Message, error) {
 	if q.Config.DelayMS > 0 {
 		sql, args = popDelayedSQL, append(args, q.Config.DelayMS)
 	}
-	// Only a lease may be forgotten in a crash: an auto-ack pop settles
-	// messages (at most once), so its commit must be durable.
 	pool := s.popPool
 	if req.AutoAck {
 		pool = s.pool
 	}
-	rows, err := pool.Query(ctx, sql, args...)
+	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("pop: %w", classify(err))
 	}
-	out := make([]Message, 0, maxN)
+	// A connection left inside the transaction by an error is destroyed on
+	// release (pgxpool keeps only idle ones), which rolls the transaction
+	// back.
+	defer conn.Release()
+
+	// One round trip opens the transaction and leases; a second gives back
+	// what does not fit, if anything, and commits.
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(sql, args...)
+	br := conn.SendBatch(ctx, b)
+	out, pids, leases, err := readPop(br, maxN)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pop: %w", classify(err))
+	}
+	b = &pgx.Batch{}
+	if req.MaxBytes > 0 {
+		var trim *trimArgs
+		out, trim = trimToFit(req, out, pids, leases)
+		if trim != nil {
+			b.Queue(trimPopSQL, trim.pids, trim.los, trim.prevs, trim.uptos, req.AutoAck, trim.his, trim.leases, group)
+		}
+	}
+	b.Queue("COMMIT")
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return nil, fmt.Errorf("pop: commit: %w", classify(err))
+	}
+	return out, nil
+}
+
+// readPop reads the pop statement's rows: the messages, the partition id
+// of each, and the ranges leased.
+func readPop(br pgx.BatchResults, maxN int) ([]domain.Message, []int64, []leasedRange, error) {
+	if _, err := br.Exec(); err != nil { // BEGIN
+		return nil, nil, nil, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	out := make([]domain.Message, 0, maxN)
+	pids := make([]int64, 0, maxN)
 	var leases []leasedRange
 	var (
 		partID, lo, hi, delivered, base int64
 		count, attempts                 int32
+		format                          int16
 		name, lease                     string
 		created                         time.Time
 		payload                         []byte
 	)
 	_, err = pgx.ForEachRow(rows, []any{&partID, &name, &lo, &hi, &lease, &attempts, &delivered,
-		&base, &count, &created, &payload}, func() error {
+		&base, &count, &created, &payload, &format}, func() error {
 		if n := len(leases); n == 0 || leases[n-1].pid != partID {
 			leases = append(leases, leasedRange{pid: partID, lo: lo, hi: hi, prev: delivered, lease: lease})
 		}
@@ -146,7 +192,7 @@ func (s *Store) Pop(ctx context.Context, req PopRequest) ([]Message, error) {
 		// segment, and let the messages alias the copy.
 		rest := append([]byte(nil), payload...)
 		for off := base; off < base+int64(count); off++ {
-			id, data, r, err := readFrame(rest)
+			id, data, enc, r, err := readFrame(rest, format)
 			if err != nil {
 				return fmt.Errorf("partition %d segment %d: %w", partID, base, err)
 			}
@@ -158,22 +204,15 @@ func (s *Store) Pop(ctx context.Context, req PopRequest) ([]Message, error) {
 			if off <= delivered {
 				att = int(attempts)
 			}
-			out = append(out, Message{
+			out = append(out, domain.Message{
 				Partition: name, Offset: off, ID: string(id), Lease: lease,
-				Attempt: att, CreatedAt: created, Data: data, pid: partID,
+				Attempt: att, CreatedAt: created, Data: data, Encoding: enc,
 			})
+			pids = append(pids, partID)
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("pop: %w", classify(err))
-	}
-	if req.MaxBytes > 0 {
-		if out, err = s.trimPop(ctx, req, group, out, leases); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return out, pids, leases, err
 }
 
 // leasedRange is what one pop leased of one partition.
@@ -203,12 +242,19 @@ FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $6::bigint[]
 WHERE c.partition_id = x.pid AND c.group_name = $8
   AND CASE WHEN $5 THEN c.committed = x.hi + 1 ELSE c.lease_id = x.lease END`
 
-// trimPop keeps the prefix of out that fits req.MaxBytes and gives back the
-// rest of the leases.
-func (s *Store) trimPop(ctx context.Context, req PopRequest, group string, out []Message, leases []leasedRange) ([]Message, error) {
+// trimArgs are the arrays of trimPopSQL: one element per lease to shrink.
+type trimArgs struct {
+	pids, los, prevs, uptos, his []int64
+	leases                       []string
+}
+
+// trimToFit keeps the prefix of out that fits req.MaxBytes (at least one
+// message) and returns what trimPopSQL needs to give back the rest of the
+// leases, or nil when everything fits.
+func trimToFit(req domain.PopParams, out []domain.Message, pids []int64, leases []leasedRange) ([]domain.Message, *trimArgs) {
 	size := req.SizeOf
 	if size == nil {
-		size = func(m *Message) int { return len(m.Data) + len(m.ID) + len(m.Partition) + 64 }
+		size = func(m *domain.Message) int { return len(m.Data) + len(m.ID) + len(m.Partition) + 64 }
 	}
 	total, keep := 0, 0
 	for keep < len(out) {
@@ -225,22 +271,18 @@ func (s *Store) trimPop(ctx context.Context, req PopRequest, group string, out [
 	for _, l := range leases {
 		last[l.pid] = l.lo - 1
 	}
-	for _, m := range out[:keep] {
-		last[m.pid] = m.Offset
+	for i, m := range out[:keep] {
+		last[pids[i]] = m.Offset
 	}
-	var pids, los, prevs, uptos, his []int64
-	var ls []string
+	t := &trimArgs{}
 	for _, l := range leases {
 		if last[l.pid] == l.hi {
 			continue
 		}
-		pids, los, prevs, uptos, his = append(pids, l.pid), append(los, l.lo), append(prevs, l.prev), append(uptos, last[l.pid]), append(his, l.hi)
-		ls = append(ls, l.lease)
+		t.pids, t.los, t.prevs = append(t.pids, l.pid), append(t.los, l.lo), append(t.prevs, l.prev)
+		t.uptos, t.his, t.leases = append(t.uptos, last[l.pid]), append(t.his, l.hi), append(t.leases, l.lease)
 	}
-	if _, err := s.popPool.Exec(ctx, trimPopSQL, pids, los, prevs, uptos, req.AutoAck, his, ls, group); err != nil {
-		return nil, fmt.Errorf("pop: give back what does not fit: %w", classify(err))
-	}
-	return out[:keep], nil
+	return out[:keep], t
 }
 
 // leaseToken is the random part of the lease ids of one pop; the id also

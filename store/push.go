@@ -6,6 +6,8 @@ import (
 	"slices"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/combmq/comb/domain"
 )
 
 // segmentBuf collects one partition's messages of a push transaction.
@@ -30,55 +32,64 @@ type msgPlace struct {
 }
 
 type pushPlan struct {
-	reqs   []*PushRequest
-	queues []Queue      // per request
-	places [][]msgPlace // per request, per message
+	reqs   []domain.PushParams
+	outs   []domain.PushOutcome // per request: Err set by the checks, Results at the end
+	queues []queueRow           // per request
+	places [][]msgPlace         // per request, per message
 	segs   map[int64]*segmentBuf
 	pids   []int64         // every partition touched, sorted
 	queue  map[int64]int64 // queue id by partition id
 	dedup  bool            // some message is subject to deduplication
 }
 
-// Push appends the requests' messages in one transaction and fills each
-// request's Results, or its Err when that request alone was refused (a
-// limit, a too-large message). It returns an error, and sets every Err, when
-// the transaction itself failed. A queue that does not exist is created with
-// DefaultConfig.
+// Push appends the requests' messages in one transaction and returns an
+// outcome per request, in order: its results (one per message), or the
+// error that refused that request alone (a limit, a too-large message). It
+// returns an error, set in every outcome too, when the transaction itself
+// failed. A queue that does not exist is created with
+// domain.DefaultQueueConfig.
 //
 // The transaction writes one segment row per partition it touches, however
 // many messages and requests it carries, and allocates offsets under the
 // partition rows' locks, taken in id order and held to commit, so that
 // offsets become visible in commit order and concurrent pushes cannot
 // deadlock.
-func (s *Store) Push(ctx context.Context, reqs []*PushRequest) error {
-	retry, err := s.push(ctx, reqs)
+func (s *Store) Push(ctx context.Context, reqs []domain.PushParams) ([]domain.PushOutcome, error) {
+	outs, retry, err := s.push(ctx, reqs)
 	if err != nil || len(retry) == 0 {
-		return err
+		return outs, err
 	}
 	// A queue was deleted under a cached partition id: forget it and push
 	// those requests once more (the push recreates the queue).
-	for _, r := range retry {
-		s.forget(r.Queue)
+	again := make([]domain.PushParams, len(retry))
+	for i, r := range retry {
+		s.forget(reqs[r].Queue)
+		again[i] = reqs[r]
 	}
-	retry, err = s.push(ctx, retry)
-	for _, r := range retry {
-		r.Err = fmt.Errorf("push: queue %q changed during the push, retry: %w", r.Queue, ErrConflict)
+	outs2, retry2, err := s.push(ctx, again)
+	for i, r := range retry {
+		outs[r] = outs2[i]
 	}
-	return err
+	for _, i := range retry2 {
+		outs[retry[i]] = domain.PushOutcome{Err: fmt.Errorf("push: queue %q changed during the push, retry: %w", reqs[retry[i]].Queue, domain.ErrConflict)}
+	}
+	return outs, err
 }
 
-func (s *Store) push(ctx context.Context, reqs []*PushRequest) (retry []*PushRequest, err error) {
+// push makes one attempt and returns, besides the outcomes, the indexes of
+// the requests to try again.
+func (s *Store) push(ctx context.Context, reqs []domain.PushParams) ([]domain.PushOutcome, []int, error) {
 	p, err := s.plan(ctx, reqs)
 	if err != nil {
-		return nil, err
+		return failAll(len(reqs), err), nil, err
 	}
 	if len(p.pids) == 0 {
-		for _, r := range reqs {
-			if r.Err == nil {
-				r.Results = []PushResult{}
+		for i := range p.outs {
+			if p.outs[i].Err == nil {
+				p.outs[i].Results = []domain.PushResult{}
 			}
 		}
-		return nil, nil
+		return p.outs, nil, nil
 	}
 	if p.dedup {
 		err = s.writeDedup(ctx, p)
@@ -88,49 +99,56 @@ func (s *Store) push(ctx context.Context, reqs []*PushRequest) (retry []*PushReq
 	}
 	if err != nil {
 		err = fmt.Errorf("push: %w", classify(err))
-		for _, r := range reqs {
-			if r.Err == nil {
-				r.Err = err
+		for i := range p.outs {
+			if p.outs[i].Err == nil {
+				p.outs[i].Err = err
 			}
 		}
-		return nil, err
+		return p.outs, nil, err
 	}
-	return p.results(), nil
+	retry := p.results()
+	return p.outs, retry, nil
+}
+
+// failAll returns n outcomes that all carry err.
+func failAll(n int, err error) []domain.PushOutcome {
+	outs := make([]domain.PushOutcome, n)
+	for i := range outs {
+		outs[i].Err = err
+	}
+	return outs
 }
 
 // plan resolves queues and partitions, applies per-request checks (message
 // size, queue limits) and records where each message goes.
-func (s *Store) plan(ctx context.Context, reqs []*PushRequest) (*pushPlan, error) {
-	p := &pushPlan{reqs: reqs, queues: make([]Queue, len(reqs)), places: make([][]msgPlace, len(reqs)), segs: map[int64]*segmentBuf{}, queue: map[int64]int64{}}
+func (s *Store) plan(ctx context.Context, reqs []domain.PushParams) (*pushPlan, error) {
+	p := &pushPlan{reqs: reqs, outs: make([]domain.PushOutcome, len(reqs)), queues: make([]queueRow, len(reqs)), places: make([][]msgPlace, len(reqs)), segs: map[int64]*segmentBuf{}, queue: map[int64]int64{}}
 	limited := map[int64]bool{}
 	for i, r := range reqs {
-		r.Err, r.Results = nil, nil
+		out := &p.outs[i]
 		q, err := s.queue(ctx, r.Queue, true)
 		if err != nil {
-			r.Err = err
+			out.Err = err
 			continue
 		}
 		p.queues[i] = q
 		names := make([]string, 0, 1)
 		for j := range r.Messages {
 			m := &r.Messages[j]
-			if m.Partition == "" {
-				m.Partition = DefaultPartition
-			}
 			if int64(len(m.Data)) > q.Config.MaxMessageBytes {
 				which := fmt.Sprintf("message %d", j)
 				if len(r.Messages) == 1 {
 					which = "the message"
 				}
-				r.Err = fmt.Errorf("%w: %s is %d bytes, over the queue's max_message_bytes of %d",
-					ErrTooLarge, which, len(m.Data), q.Config.MaxMessageBytes)
+				out.Err = fmt.Errorf("%w: %s is %d bytes, over the queue's max_message_bytes of %d",
+					domain.ErrTooLarge, which, len(m.Data), q.Config.MaxMessageBytes)
 				break
 			}
 			if !slices.Contains(names, m.Partition) {
 				names = append(names, m.Partition)
 			}
 		}
-		if r.Err != nil {
+		if out.Err != nil {
 			continue
 		}
 		if q.Config.MaxMessages > 0 || q.Config.MaxBytes > 0 {
@@ -138,7 +156,7 @@ func (s *Store) plan(ctx context.Context, reqs []*PushRequest) (*pushPlan, error
 		}
 		ids, err := s.partitionIDs(ctx, q, names, true)
 		if err != nil {
-			r.Err = err
+			out.Err = err
 			continue
 		}
 		p.places[i] = make([]msgPlace, len(r.Messages))
@@ -155,8 +173,8 @@ func (s *Store) plan(ctx context.Context, reqs []*PushRequest) (*pushPlan, error
 		}
 	}
 	set := map[int64]bool{}
-	for i, r := range reqs {
-		if r.Err != nil {
+	for i := range reqs {
+		if p.outs[i].Err != nil {
 			continue
 		}
 		for _, pl := range p.places[i] {
@@ -197,7 +215,7 @@ func (s *Store) checkLimits(ctx context.Context, p *pushPlan, limited map[int64]
 	}
 	for i, r := range p.reqs {
 		q := p.queues[i]
-		if r.Err != nil || !limited[q.ID] {
+		if p.outs[i].Err != nil || !limited[q.ID] {
 			continue
 		}
 		f := figs[q.ID]
@@ -212,9 +230,9 @@ func (s *Store) checkLimits(ctx context.Context, p *pushPlan, limited map[int64]
 		n := int64(len(r.Messages))
 		switch {
 		case q.Config.MaxMessages > 0 && f.n+n > q.Config.MaxMessages:
-			r.Err = fmt.Errorf("%w: queue %q retains %d messages; max_messages is %d", ErrLimit, q.Name, f.n, q.Config.MaxMessages)
+			p.outs[i].Err = fmt.Errorf("%w: queue %q retains %d messages; max_messages is %d", domain.ErrLimit, q.Name, f.n, q.Config.MaxMessages)
 		case q.Config.MaxBytes > 0 && f.b+bytes > q.Config.MaxBytes:
-			r.Err = fmt.Errorf("%w: queue %q retains %d bytes; max_bytes is %d", ErrLimit, q.Name, f.b, q.Config.MaxBytes)
+			p.outs[i].Err = fmt.Errorf("%w: queue %q retains %d bytes; max_bytes is %d", domain.ErrLimit, q.Name, f.b, q.Config.MaxBytes)
 		default:
 			f.n += n
 			f.b += bytes
@@ -227,7 +245,7 @@ func (s *Store) checkLimits(ctx context.Context, p *pushPlan, limited map[int64]
 // partition's segment.
 func (p *pushPlan) buildSegments() {
 	for i, r := range p.reqs {
-		if r.Err != nil {
+		if p.outs[i].Err != nil {
 			continue
 		}
 		for j, m := range r.Messages {
@@ -240,7 +258,7 @@ func (p *pushPlan) buildSegments() {
 				seg = &segmentBuf{id: pl.pid}
 				p.segs[pl.pid] = seg
 			}
-			seg.frames = appendFrame(seg.frames, m.ID, m.Data)
+			seg.frames = appendFrame(seg.frames, m.ID, m.Data, m.Encoding)
 			seg.bytes += int64(len(m.Data))
 			pl.seg, pl.idx = seg, seg.n
 			seg.n++
@@ -275,8 +293,8 @@ const (
 	// The INSERT runs after the UPDATE in the same transaction, so it reads
 	// the advanced next_offset and derives each segment's base from it.
 	insertSegmentsSQL = `
-		INSERT INTO comb_segments (partition_id, base_offset, count, bytes, payload)
-		SELECT x.pid, p.next_offset - x.n, x.n, x.b, x.payload
+		INSERT INTO comb_segments (partition_id, base_offset, count, bytes, payload, frame_format)
+		SELECT x.pid, p.next_offset - x.n, x.n, x.b, x.payload, 1
 		FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bytea[]) AS x(pid, n, b, payload)
 		JOIN comb_partitions p ON p.id = x.pid`
 )
@@ -339,7 +357,7 @@ func (s *Store) writeDedup(ctx context.Context, p *pushPlan) error {
 	var kPids, kWins []int64
 	var kIDs []string
 	for i, r := range p.reqs {
-		if r.Err != nil || p.queues[i].Config.DedupWindowS == 0 {
+		if p.outs[i].Err != nil || p.queues[i].Config.DedupWindowS == 0 {
 			continue
 		}
 		for j, m := range r.Messages {
@@ -387,7 +405,7 @@ func (s *Store) writeDedup(ctx context.Context, p *pushPlan) error {
 		// message of this batch.
 		first := map[key]*msgPlace{}
 		for i, r := range p.reqs {
-			if r.Err != nil || p.queues[i].Config.DedupWindowS == 0 {
+			if p.outs[i].Err != nil || p.queues[i].Config.DedupWindowS == 0 {
 				continue
 			}
 			for j, m := range r.Messages {
@@ -445,29 +463,30 @@ func (s *Store) writeDedup(ctx context.Context, p *pushPlan) error {
 	})
 }
 
-// results fills each request's Results from the written segments and
-// returns the requests whose partitions vanished (their queue was deleted
-// under a cached id) for a retry.
-func (p *pushPlan) results() (retry []*PushRequest) {
+// results fills each outcome's Results from the written segments and
+// returns the indexes of the requests whose partitions vanished (their
+// queue was deleted under a cached id), for a retry.
+func (p *pushPlan) results() (retry []int) {
 	for i, r := range p.reqs {
-		if r.Err != nil {
+		out := &p.outs[i]
+		if out.Err != nil {
 			continue
 		}
-		r.Results = make([]PushResult, len(r.Messages))
+		out.Results = make([]domain.PushResult, len(r.Messages))
 		for j, m := range r.Messages {
 			pl := &p.places[i][j]
 			switch {
 			case pl.dup && pl.dupRef != nil && pl.dupRef.seg.ok:
-				r.Results[j] = PushResult{Partition: m.Partition, Offset: pl.dupRef.seg.base + pl.dupRef.idx, Status: StatusDuplicate}
+				out.Results[j] = domain.PushResult{Partition: m.Partition, Offset: pl.dupRef.seg.base + pl.dupRef.idx, Status: domain.Duplicate}
 			case pl.dup && pl.dupRef == nil:
-				r.Results[j] = PushResult{Partition: m.Partition, Offset: pl.dupOf, Status: StatusDuplicate}
+				out.Results[j] = domain.PushResult{Partition: m.Partition, Offset: pl.dupOf, Status: domain.Duplicate}
 			case pl.dup, !pl.seg.ok:
-				r.Results = nil
-				retry = append(retry, r)
+				out.Results = nil
+				retry = append(retry, i)
 			default:
-				r.Results[j] = PushResult{Partition: m.Partition, Offset: pl.seg.base + pl.idx, Status: StatusStored}
+				out.Results[j] = domain.PushResult{Partition: m.Partition, Offset: pl.seg.base + pl.idx, Status: domain.Stored}
 			}
-			if r.Results == nil {
+			if out.Results == nil {
 				break
 			}
 		}

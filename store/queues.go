@@ -2,80 +2,18 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/combmq/comb/domain"
 )
-
-// Bounds of the settings. Out-of-range values are an ErrInvalid naming the
-// field.
-const (
-	maxLeaseMS         = 24 * 3600 * 1000
-	minLeaseMS         = 100
-	maxAttemptsLimit   = 1000
-	maxDedupWindowS    = 7 * 24 * 3600
-	maxDelayMS         = 7 * 24 * 3600 * 1000
-	maxMessageBytesCap = 8 << 20
-)
-
-// Apply merges p into c and validates the result.
-func (p ConfigPatch) Apply(c Config) (Config, error) {
-	set := func(dst *int64, v *int64) {
-		if v != nil {
-			*dst = *v
-		}
-	}
-	set(&c.LeaseMS, p.LeaseMS)
-	set(&c.MaxAttempts, p.MaxAttempts)
-	set(&c.DedupWindowS, p.DedupWindowS)
-	set(&c.CompletedRetentionS, p.CompletedRetentionS)
-	set(&c.MaxAgeS, p.MaxAgeS)
-	set(&c.DelayMS, p.DelayMS)
-	set(&c.MaxMessages, p.MaxMessages)
-	set(&c.MaxBytes, p.MaxBytes)
-	set(&c.MaxMessageBytes, p.MaxMessageBytes)
-	if p.DeadLetter != nil {
-		c.DeadLetter = *p.DeadLetter
-	}
-	return c, c.Validate()
-}
-
-// Validate checks every setting's range.
-func (c Config) Validate() error {
-	check := func(field string, v, lo, hi int64) error {
-		if v < lo || v > hi {
-			return fmt.Errorf("%w: %s must be between %d and %d, not %d", ErrInvalid, field, lo, hi, v)
-		}
-		return nil
-	}
-	const maxInt = 1<<62 - 1
-	return errors.Join(
-		check("lease_ms", c.LeaseMS, minLeaseMS, maxLeaseMS),
-		check("max_attempts", c.MaxAttempts, 1, maxAttemptsLimit),
-		check("dedup_window_s", c.DedupWindowS, 0, maxDedupWindowS),
-		check("completed_retention_s", c.CompletedRetentionS, 0, maxInt),
-		check("max_age_s", c.MaxAgeS, 0, maxInt),
-		check("delay_ms", c.DelayMS, 0, maxDelayMS),
-		check("max_messages", c.MaxMessages, 0, maxInt),
-		check("max_bytes", c.MaxBytes, 0, maxInt),
-		check("max_message_bytes", c.MaxMessageBytes, 1, maxMessageBytesCap),
-	)
-}
-
-func decodeConfig(raw []byte) (Config, error) {
-	c := DefaultConfig() // settings added later keep their defaults
-	if err := json.Unmarshal(raw, &c); err != nil {
-		return Config{}, fmt.Errorf("decode config: %w", err)
-	}
-	return c, nil
-}
 
 // queue returns a queue by name from the cache or PostgreSQL, creating it
 // with DefaultConfig when create is set.
-func (s *Store) queue(ctx context.Context, name string, create bool) (Queue, error) {
+func (s *Store) queue(ctx context.Context, name string, create bool) (queueRow, error) {
 	s.mu.Lock()
 	cq, ok := s.queues[name]
 	s.mu.Unlock()
@@ -83,11 +21,11 @@ func (s *Store) queue(ctx context.Context, name string, create bool) (Queue, err
 		return cq.q, nil
 	}
 	q, err := s.loadQueue(ctx, s.pool, name)
-	if errors.Is(err, ErrNotFound) && create {
-		q, err = s.createQueue(ctx, name, DefaultConfig())
+	if errors.Is(err, domain.ErrNotFound) && create {
+		q, err = s.createQueue(ctx, name, domain.DefaultQueueConfig())
 	}
 	if err != nil {
-		return Queue{}, err
+		return queueRow{}, err
 	}
 	s.cacheQueue(q)
 	return q, nil
@@ -95,17 +33,17 @@ func (s *Store) queue(ctx context.Context, name string, create bool) (Queue, err
 
 // CachedConfig returns a queue's settings as this store last read them,
 // without asking PostgreSQL; ok is false when it has not read them lately.
-func (s *Store) CachedConfig(name string) (c Config, ok bool) {
+func (s *Store) CachedConfig(name string) (c domain.QueueConfig, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cq, ok := s.queues[name]
 	if !ok || time.Since(cq.fetched) >= s.ttl {
-		return Config{}, false
+		return domain.QueueConfig{}, false
 	}
 	return cq.q.Config, true
 }
 
-func (s *Store) cacheQueue(q Queue) {
+func (s *Store) cacheQueue(q queueRow) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if old, ok := s.queues[q.Name]; ok && old.q.ID != q.ID {
@@ -124,7 +62,7 @@ func (s *Store) forget(name string) {
 	}
 }
 
-func (s *Store) forgetLocked(q Queue) {
+func (s *Store) forgetLocked(q queueRow) {
 	delete(s.queues, q.Name)
 	for k := range s.parts {
 		if k.queue == q.ID {
@@ -142,52 +80,49 @@ type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-func (s *Store) loadQueue(ctx context.Context, db querier, name string) (Queue, error) {
-	var q Queue
+func (s *Store) loadQueue(ctx context.Context, db querier, name string) (queueRow, error) {
+	var q queueRow
 	var raw []byte
 	err := db.QueryRow(ctx, `SELECT id, name, config, created_at FROM comb_queues WHERE name = $1`, name).
 		Scan(&q.ID, &q.Name, &raw, &q.CreatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Queue{}, fmt.Errorf("queue %q: %w", name, ErrNotFound)
+		return queueRow{}, fmt.Errorf("queue %q: %w", name, domain.ErrNotFound)
 	}
 	if err != nil {
-		return Queue{}, fmt.Errorf("load queue: %w", classify(err))
+		return queueRow{}, fmt.Errorf("load queue: %w", classify(err))
 	}
 	if q.Config, err = decodeConfig(raw); err != nil {
-		return Queue{}, err
+		return queueRow{}, err
 	}
 	return q, nil
 }
 
-func (s *Store) createQueue(ctx context.Context, name string, c Config) (Queue, error) {
-	raw, err := json.Marshal(c)
-	if err != nil {
-		return Queue{}, err
-	}
+func (s *Store) createQueue(ctx context.Context, name string, c domain.QueueConfig) (queueRow, error) {
+	raw := encodeConfig(c)
 	// ON CONFLICT DO UPDATE (a no-op) returns the row a concurrent creator
 	// won with, so two bridges creating one queue agree on its id.
-	var q Queue
-	err = s.pool.QueryRow(ctx, `
+	var q queueRow
+	err := s.pool.QueryRow(ctx, `
 		INSERT INTO comb_queues (name, config) VALUES ($1, $2)
 		ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name
 		RETURNING id, name, config, created_at`, name, raw).Scan(&q.ID, &q.Name, &raw, &q.CreatedAt)
 	if err != nil {
-		return Queue{}, fmt.Errorf("create queue: %w", classify(err))
+		return queueRow{}, fmt.Errorf("create queue: %w", classify(err))
 	}
 	if q.Config, err = decodeConfig(raw); err != nil {
-		return Queue{}, err
+		return queueRow{}, err
 	}
 	s.log.Info("created queue", "queue", name)
 	return q, nil
 }
 
 // Configure creates the queue if needed, merges patch into its settings and
-// returns them. An out-of-range value is an ErrInvalid naming the field.
-func (s *Store) Configure(ctx context.Context, name string, patch ConfigPatch) (Config, error) {
-	var out Queue
+// returns them. An out-of-range value is an domain.ErrInvalid naming the field.
+func (s *Store) Configure(ctx context.Context, name string, patch domain.ConfigPatch) (domain.QueueConfig, error) {
+	var out queueRow
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO comb_queues (name, config) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING`,
-			name, mustJSON(DefaultConfig())); err != nil {
+			name, encodeConfig(domain.DefaultQueueConfig())); err != nil {
 			return err
 		}
 		var raw []byte
@@ -202,53 +137,45 @@ func (s *Store) Configure(ctx context.Context, name string, patch ConfigPatch) (
 		if out.Config, err = patch.Apply(cur); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `UPDATE comb_queues SET config = $2 WHERE id = $1`, out.ID, mustJSON(out.Config))
+		_, err = tx.Exec(ctx, `UPDATE comb_queues SET config = $2 WHERE id = $1`, out.ID, encodeConfig(out.Config))
 		return err
 	})
 	if err != nil {
-		if errors.Is(err, ErrInvalid) {
-			return Config{}, err
+		if errors.Is(err, domain.ErrInvalid) {
+			return domain.QueueConfig{}, err
 		}
-		return Config{}, fmt.Errorf("configure %q: %w", name, classify(err))
+		return domain.QueueConfig{}, fmt.Errorf("configure %q: %w", name, classify(err))
 	}
 	s.cacheQueue(out)
 	return out.Config, nil
 }
 
-func mustJSON(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
-	}
-	return b
-}
-
-// Info returns a queue's settings and figures, or ErrNotFound.
-func (s *Store) Info(ctx context.Context, name string) (Info, error) {
+// Info returns a queue's settings and figures, or domain.ErrNotFound.
+func (s *Store) Info(ctx context.Context, name string) (domain.Info, error) {
 	q, err := s.loadQueue(ctx, s.pool, name)
 	if err != nil {
-		return Info{}, err
+		return domain.Info{}, err
 	}
 	s.cacheQueue(q)
-	info := Info{Name: q.Name, Config: q.Config, CreatedAt: q.CreatedAt, Partitions: []PartitionInfo{}, Groups: []GroupInfo{}}
+	info := domain.Info{Name: q.Name, Config: q.Config, CreatedAt: q.CreatedAt, Partitions: []domain.PartitionInfo{}, Groups: []domain.GroupInfo{}}
 	rows, err := s.pool.Query(ctx, `
 		SELECT name, next_offset, low_offset, retained_bytes FROM comb_partitions
 		WHERE queue_id = $1 ORDER BY name`, q.ID)
 	if err != nil {
-		return Info{}, fmt.Errorf("info: %w", classify(err))
+		return domain.Info{}, fmt.Errorf("info: %w", classify(err))
 	}
 	for rows.Next() {
-		var p PartitionInfo
+		var p domain.PartitionInfo
 		var b int64
 		if err := rows.Scan(&p.Name, &p.NextOffset, &p.LowOffset, &b); err != nil {
-			return Info{}, fmt.Errorf("info: %w", err)
+			return domain.Info{}, fmt.Errorf("info: %w", err)
 		}
 		info.Messages += p.NextOffset - p.LowOffset
 		info.Bytes += b
 		info.Partitions = append(info.Partitions, p)
 	}
 	if err := rows.Err(); err != nil {
-		return Info{}, fmt.Errorf("info: %w", classify(err))
+		return domain.Info{}, fmt.Errorf("info: %w", classify(err))
 	}
 	rows, err = s.pool.Query(ctx, `
 		SELECT g.name,
@@ -260,26 +187,26 @@ func (s *Store) Info(ctx context.Context, name string) (Info, error) {
 		WHERE g.queue_id = $1
 		GROUP BY g.name ORDER BY g.name`, q.ID)
 	if err != nil {
-		return Info{}, fmt.Errorf("info: %w", classify(err))
+		return domain.Info{}, fmt.Errorf("info: %w", classify(err))
 	}
 	for rows.Next() {
-		var g GroupInfo
+		var g domain.GroupInfo
 		if err := rows.Scan(&g.Name, &g.Pending, &g.Leased); err != nil {
-			return Info{}, fmt.Errorf("info: %w", err)
+			return domain.Info{}, fmt.Errorf("info: %w", err)
 		}
 		info.Groups = append(info.Groups, g)
 	}
 	if err := rows.Err(); err != nil {
-		return Info{}, fmt.Errorf("info: %w", classify(err))
+		return domain.Info{}, fmt.Errorf("info: %w", classify(err))
 	}
 	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM comb_dead_letters WHERE queue_id = $1`, q.ID).Scan(&info.DeadLetters); err != nil {
-		return Info{}, fmt.Errorf("info: %w", classify(err))
+		return domain.Info{}, fmt.Errorf("info: %w", classify(err))
 	}
 	return info, nil
 }
 
 // List returns every queue, ordered by name.
-func (s *Store) List(ctx context.Context) ([]QueueSummary, error) {
+func (s *Store) List(ctx context.Context) ([]domain.QueueSummary, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT q.name,
 		       (SELECT count(*) FROM comb_partitions p WHERE p.queue_id = q.id),
@@ -294,8 +221,8 @@ func (s *Store) List(ctx context.Context) ([]QueueSummary, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list: %w", classify(err))
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (QueueSummary, error) {
-		var q QueueSummary
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (domain.QueueSummary, error) {
+		var q domain.QueueSummary
 		err := r.Scan(&q.Name, &q.Partitions, &q.Messages, &q.Bytes, &q.Groups, &q.Pending)
 		return q, err
 	})
@@ -303,18 +230,18 @@ func (s *Store) List(ctx context.Context) ([]QueueSummary, error) {
 		return nil, fmt.Errorf("list: %w", classify(err))
 	}
 	if out == nil {
-		out = []QueueSummary{}
+		out = []domain.QueueSummary{}
 	}
 	return out, nil
 }
 
-// Delete removes a queue and all its data, or returns ErrNotFound.
+// Delete removes a queue and all its data, or returns domain.ErrNotFound.
 func (s *Store) Delete(ctx context.Context, name string) error {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var id int64
 		err := tx.QueryRow(ctx, `SELECT id FROM comb_queues WHERE name = $1 FOR UPDATE`, name).Scan(&id)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("queue %q: %w", name, ErrNotFound)
+			return fmt.Errorf("queue %q: %w", name, domain.ErrNotFound)
 		}
 		if err != nil {
 			return err
@@ -335,7 +262,7 @@ func (s *Store) Delete(ctx context.Context, name string) error {
 	})
 	s.forget(name)
 	if err != nil {
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, domain.ErrNotFound) {
 			return err
 		}
 		return fmt.Errorf("delete %q: %w", name, classify(err))

@@ -21,6 +21,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/combmq/comb/domain"
 )
 
 //go:embed migrations/*.sql
@@ -58,7 +60,7 @@ type Store struct {
 }
 
 type cachedQueue struct {
-	q       Queue
+	q       queueRow
 	fetched time.Time
 }
 
@@ -223,12 +225,12 @@ func (s *Store) Migrate(ctx context.Context) error {
 }
 
 // classify wraps errors that mean PostgreSQL is unreachable with
-// ErrUnavailable, so callers can answer 503 instead of 500.
+// domain.ErrUnavailable, so callers can answer 503 instead of 500.
 func classify(err error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, ErrUnavailable) {
+	if errors.Is(err, domain.ErrUnavailable) {
 		return err
 	}
 	var netErr net.Error
@@ -239,14 +241,14 @@ func classify(err error) error {
 		// A server that died mid-conversation: the socket ends early.
 		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF),
 		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.EPIPE):
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return fmt.Errorf("%w: %w", domain.ErrUnavailable, err)
 	case errors.As(err, &pgErr):
 		// Class 08: connection exception; 57P0x: shutting down; 53: out of resources.
 		if strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57P") || strings.HasPrefix(pgErr.Code, "53") {
-			return fmt.Errorf("%w: %w", ErrUnavailable, err)
+			return fmt.Errorf("%w: %w", domain.ErrUnavailable, err)
 		}
 	case pgconn.SafeToRetry(err), strings.Contains(err.Error(), "conn closed"):
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return fmt.Errorf("%w: %w", domain.ErrUnavailable, err)
 	}
 	return err
 }

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"strconv"
 	"testing"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/combmq/comb/domain"
+	"github.com/combmq/comb/protocol"
 	"github.com/combmq/comb/store"
 )
 
@@ -18,33 +21,53 @@ func ctxT(t *testing.T) context.Context {
 	return ctx
 }
 
-// pushN pushes n messages "p-i" to one partition in one request and returns
-// their offsets.
+// push pushes reqs in one call and returns their outcomes, one per request.
+func push(t *testing.T, st *store.Store, reqs ...domain.PushParams) []domain.PushOutcome {
+	t.Helper()
+	outs, err := st.Push(ctxT(t), reqs)
+	require.NoError(t, err)
+	require.Len(t, outs, len(reqs))
+	return outs
+}
+
+// pushN pushes n messages "i" (JSON numbers) to one partition in one
+// request and returns their offsets.
 func pushN(t *testing.T, st *store.Store, queue, partition string, from, n int) []int64 {
 	t.Helper()
-	r := &store.PushRequest{Queue: queue}
+	r := domain.PushParams{Queue: queue}
 	for i := from; i < from+n; i++ {
-		r.Messages = append(r.Messages, store.PushMessage{Partition: partition, Data: []byte(strconv.Itoa(i))})
+		r.Messages = append(r.Messages, domain.PushMessage{Partition: partition, Data: []byte(strconv.Itoa(i)), Encoding: domain.EncodingJSON})
 	}
-	require.NoError(t, st.Push(ctxT(t), []*store.PushRequest{r}))
-	require.NoError(t, r.Err)
+	out := push(t, st, r)[0]
+	require.NoError(t, out.Err)
+	require.Len(t, out.Results, n)
 	offs := make([]int64, n)
-	for i, res := range r.Results {
-		require.Equal(t, store.StatusStored, res.Status)
+	for i, res := range out.Results {
+		require.Equal(t, domain.Stored, res.Status)
+		require.Equal(t, partition, res.Partition)
 		offs[i] = res.Offset
 	}
 	return offs
 }
 
-func ack(t *testing.T, st *store.Store, queue, group string, acks ...store.Ack) []store.AckResult {
+// ackOutcome sends one ack request and returns its outcome.
+func ackOutcome(t *testing.T, st *store.Store, r domain.AckParams) domain.AckOutcome {
 	t.Helper()
-	r := &store.AckRequest{Queue: queue, Group: group, Acks: acks}
-	require.NoError(t, st.Ack(ctxT(t), []*store.AckRequest{r}))
-	require.NoError(t, r.Err)
-	return r.Results
+	outs, err := st.Ack(ctxT(t), []domain.AckParams{r})
+	require.NoError(t, err)
+	require.Len(t, outs, 1)
+	return outs[0]
 }
 
-func datas(ms []store.Message) []string {
+func ack(t *testing.T, st *store.Store, queue, group string, acks ...domain.Ack) []domain.AckResult {
+	t.Helper()
+	out := ackOutcome(t, st, domain.AckParams{Queue: queue, Group: group, Acks: acks})
+	require.NoError(t, out.Err)
+	require.Len(t, out.Results, len(acks))
+	return out.Results
+}
+
+func datas(ms []domain.Message) []string {
 	out := make([]string, len(ms))
 	for i, m := range ms {
 		out[i] = string(m.Data)
@@ -60,7 +83,7 @@ func TestPushPopAck(t *testing.T) {
 	require.Equal(t, []int64{0, 1, 2}, pushN(t, st, "orders", "eu", 0, 3))
 	require.Equal(t, []int64{3, 4}, pushN(t, st, "orders", "eu", 3, 2))
 
-	ms, err := st.Pop(ctx, store.PopRequest{Queue: "orders", Max: 3})
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: "orders", Max: 3})
 	require.NoError(t, err)
 	require.Equal(t, []string{"0", "1", "2"}, datas(ms))
 	for i, m := range ms {
@@ -71,14 +94,14 @@ func TestPushPopAck(t *testing.T) {
 		require.WithinDuration(t, time.Now(), m.CreatedAt, time.Minute)
 	}
 	// The partition is leased: the group gets nothing more from it.
-	more, err := st.Pop(ctx, store.PopRequest{Queue: "orders"})
+	more, err := st.Pop(ctx, domain.PopParams{Queue: "orders"})
 	require.NoError(t, err)
 	require.Empty(t, more)
 
-	res := ack(t, st, "orders", "", store.Ack{Partition: "eu", Offset: 2, Lease: ms[0].Lease})
-	require.Equal(t, []store.AckResult{{OK: true}}, res)
+	res := ack(t, st, "orders", "", domain.Ack{Partition: "eu", Offset: 2, Lease: ms[0].Lease})
+	require.Equal(t, []domain.AckResult{{OK: true}}, res)
 
-	ms, err = st.Pop(ctx, store.PopRequest{Queue: "orders", Max: 10})
+	ms, err = st.Pop(ctx, domain.PopParams{Queue: "orders", Max: 10})
 	require.NoError(t, err)
 	require.Equal(t, []string{"3", "4"}, datas(ms))
 	require.Equal(t, int64(3), ms[0].Offset)
@@ -87,31 +110,33 @@ func TestPushPopAck(t *testing.T) {
 func TestPopUnknownQueue(t *testing.T) {
 	t.Parallel()
 	st := newStore(t)
-	_, err := st.Pop(ctxT(t), store.PopRequest{Queue: "nope"})
-	require.ErrorIs(t, err, store.ErrNotFound)
-	r := &store.AckRequest{Queue: "nope", Acks: []store.Ack{{Partition: "x", Lease: "l-1-a"}}}
-	require.NoError(t, st.Ack(ctxT(t), []*store.AckRequest{r}))
-	require.ErrorIs(t, r.Err, store.ErrNotFound)
+	_, err := st.Pop(ctxT(t), domain.PopParams{Queue: "nope"})
+	require.ErrorIs(t, err, domain.ErrNotFound)
+	out := ackOutcome(t, st, domain.AckParams{Queue: "nope", Acks: []domain.Ack{{Partition: "x", Lease: "l-1-a"}}})
+	require.ErrorIs(t, out.Err, domain.ErrNotFound)
+	require.Nil(t, out.Results)
 }
 
 func TestPushSharesOneTransactionAcrossRequests(t *testing.T) {
 	t.Parallel()
 	st := newStore(t)
 	ctx := ctxT(t)
-	var reqs []*store.PushRequest
+	var reqs []domain.PushParams
 	for i := range 5 {
-		r := &store.PushRequest{Queue: "q" + strconv.Itoa(i%2)}
+		r := domain.PushParams{Queue: "q" + strconv.Itoa(i%2)}
 		for j := range 3 {
-			r.Messages = append(r.Messages, store.PushMessage{Partition: "p" + strconv.Itoa(j), ID: fmt.Sprintf("%d%d", i, j), Data: []byte(fmt.Sprintf("%d%d", i, j))})
+			r.Messages = append(r.Messages, domain.PushMessage{Partition: "p" + strconv.Itoa(j), ID: fmt.Sprintf("%d%d", i, j), Data: []byte(fmt.Sprintf("%d%d", i, j))})
 		}
 		reqs = append(reqs, r)
 	}
-	require.NoError(t, st.Push(ctx, reqs))
+	outs := push(t, st, reqs...)
 	seen := map[string]int64{}
-	for _, r := range reqs {
-		require.NoError(t, r.Err)
-		for j, res := range r.Results {
-			k := r.Queue + "/" + res.Partition
+	for i, out := range outs {
+		require.NoError(t, out.Err)
+		require.Len(t, out.Results, len(reqs[i].Messages))
+		for j, res := range out.Results {
+			require.Equal(t, domain.Stored, res.Status)
+			k := reqs[i].Queue + "/" + res.Partition
 			require.Equal(t, seen[k], res.Offset, "offsets are dense per partition, in request order")
 			require.Equal(t, "p"+strconv.Itoa(j), res.Partition)
 			seen[k]++
@@ -122,7 +147,7 @@ func TestPushSharesOneTransactionAcrossRequests(t *testing.T) {
 	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT count(*) FROM comb_segments`).Scan(&segs))
 	require.Equal(t, 6, segs)
 
-	ms, err := st.Pop(ctx, store.PopRequest{Queue: "q0", Partition: "p1", Max: 100})
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: "q0", Partition: "p1", Max: 100})
 	require.NoError(t, err)
 	require.Equal(t, []string{"01", "21", "41"}, datas(ms))
 	require.Equal(t, "21", ms[1].ID)
@@ -135,7 +160,7 @@ func TestPopSpreadsMaxOverPartitions(t *testing.T) {
 	pushN(t, st, "q", "a", 0, 3)
 	pushN(t, st, "q", "b", 0, 5)
 	pushN(t, st, "q", "c", 0, 5)
-	ms, err := st.Pop(ctx, store.PopRequest{Queue: "q", Max: 6, Partitions: 3})
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", Max: 6, Partitions: 3})
 	require.NoError(t, err)
 	require.Len(t, ms, 6)
 	byPart := map[string][]int64{}
@@ -148,7 +173,7 @@ func TestPopSpreadsMaxOverPartitions(t *testing.T) {
 		}
 	}
 	// The partitions not fully leased still count as leased for this group.
-	rest, err := st.Pop(ctx, store.PopRequest{Queue: "q", Max: 100, Partitions: 3})
+	rest, err := st.Pop(ctx, domain.PopParams{Queue: "q", Max: 100, Partitions: 3})
 	require.NoError(t, err)
 	for _, m := range rest {
 		_, leased := byPart[m.Partition]
@@ -161,11 +186,11 @@ func TestAutoAck(t *testing.T) {
 	st := newStore(t)
 	ctx := ctxT(t)
 	pushN(t, st, "q", "p", 0, 4)
-	ms, err := st.Pop(ctx, store.PopRequest{Queue: "q", Max: 2, AutoAck: true})
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", Max: 2, AutoAck: true})
 	require.NoError(t, err)
 	require.Equal(t, []string{"0", "1"}, datas(ms))
 	require.Empty(t, ms[0].Lease)
-	ms, err = st.Pop(ctx, store.PopRequest{Queue: "q", Max: 5, AutoAck: true})
+	ms, err = st.Pop(ctx, domain.PopParams{Queue: "q", Max: 5, AutoAck: true})
 	require.NoError(t, err)
 	require.Equal(t, []string{"2", "3"}, datas(ms))
 }
@@ -176,15 +201,15 @@ func TestGroupsHaveTheirOwnCursors(t *testing.T) {
 	ctx := ctxT(t)
 	pushN(t, st, "q", "p", 0, 3)
 	for _, g := range []string{"a", "b"} {
-		ms, err := st.Pop(ctx, store.PopRequest{Queue: "q", Group: g, Max: 10})
+		ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", Group: g, Max: 10})
 		require.NoError(t, err)
 		require.Equal(t, []string{"0", "1", "2"}, datas(ms))
-		require.Equal(t, []store.AckResult{{OK: true}}, ack(t, st, "q", g, store.Ack{Partition: "p", Offset: 2, Lease: ms[0].Lease}))
+		require.Equal(t, []domain.AckResult{{OK: true}}, ack(t, st, "q", g, domain.Ack{Partition: "p", Offset: 2, Lease: ms[0].Lease}))
 	}
 	// A partition created after the groups is read from its start by both.
 	pushN(t, st, "q", "late", 0, 2)
 	for _, g := range []string{"a", "b"} {
-		ms, err := st.Pop(ctx, store.PopRequest{Queue: "q", Group: g, Max: 10})
+		ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", Group: g, Max: 10})
 		require.NoError(t, err)
 		require.Equal(t, []string{"0", "1"}, datas(ms))
 		require.Equal(t, "late", ms[0].Partition)
@@ -200,19 +225,19 @@ func TestFrom(t *testing.T) {
 	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT now()`).Scan(&mid))
 	pushN(t, st, "q", "p", 3, 2)
 
-	ms, err := st.Pop(ctx, store.PopRequest{Queue: "q", Group: "new", From: store.From{Kind: "new"}, Max: 10})
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", Group: "new", From: domain.Start{Kind: domain.StartNew}, Max: 10})
 	require.NoError(t, err)
 	require.Empty(t, ms)
 	pushN(t, st, "q", "p", 5, 1)
-	ms, err = st.Pop(ctx, store.PopRequest{Queue: "q", Group: "new", Max: 10})
+	ms, err = st.Pop(ctx, domain.PopParams{Queue: "q", Group: "new", Max: 10})
 	require.NoError(t, err)
 	require.Equal(t, []string{"5"}, datas(ms))
 
-	ms, err = st.Pop(ctx, store.PopRequest{Queue: "q", Group: "time", From: store.From{Kind: "time", Time: mid}, Max: 10})
+	ms, err = st.Pop(ctx, domain.PopParams{Queue: "q", Group: "time", From: domain.Start{Kind: domain.StartTime, Time: mid}, Max: 10})
 	require.NoError(t, err)
 	require.Equal(t, []string{"3", "4", "5"}, datas(ms))
 
-	ms, err = st.Pop(ctx, store.PopRequest{Queue: "q", Group: "all", From: store.From{Kind: "all"}, Max: 10})
+	ms, err = st.Pop(ctx, domain.PopParams{Queue: "q", Group: "all", From: domain.Start{Kind: domain.StartAll}, Max: 10})
 	require.NoError(t, err)
 	require.Equal(t, []string{"0", "1", "2", "3", "4", "5"}, datas(ms))
 }
@@ -222,13 +247,13 @@ func TestLeaseExpiryRedelivers(t *testing.T) {
 	st := newStore(t)
 	ctx := ctxT(t)
 	pushN(t, st, "q", "p", 0, 3)
-	first, err := st.Pop(ctx, store.PopRequest{Queue: "q", Max: 2, LeaseMS: 100})
+	first, err := st.Pop(ctx, domain.PopParams{Queue: "q", Max: 2, LeaseMS: 100})
 	require.NoError(t, err)
 	require.Equal(t, []string{"0", "1"}, datas(first))
 
-	var again []store.Message
+	var again []domain.Message
 	require.Eventually(t, func() bool {
-		again, err = st.Pop(ctx, store.PopRequest{Queue: "q", Max: 3})
+		again, err = st.Pop(ctx, domain.PopParams{Queue: "q", Max: 3})
 		require.NoError(t, err)
 		return len(again) > 0
 	}, 10*time.Second, 20*time.Millisecond)
@@ -237,13 +262,13 @@ func TestLeaseExpiryRedelivers(t *testing.T) {
 	require.NotEqual(t, first[0].Lease, again[0].Lease)
 
 	// The expired lease settles nothing and says so.
-	res := ack(t, st, "q", "", store.Ack{Partition: "p", Offset: 1, Lease: first[0].Lease})
+	res := ack(t, st, "q", "", domain.Ack{Partition: "p", Offset: 1, Lease: first[0].Lease})
 	require.False(t, res[0].OK)
 	require.Contains(t, res[0].Error, "lease expired")
 	// The live lease still covers everything.
-	res = ack(t, st, "q", "", store.Ack{Partition: "p", Offset: 2, Lease: again[0].Lease})
+	res = ack(t, st, "q", "", domain.Ack{Partition: "p", Offset: 2, Lease: again[0].Lease})
 	require.True(t, res[0].OK, res[0].Error)
-	ms, err := st.Pop(ctx, store.PopRequest{Queue: "q"})
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: "q"})
 	require.NoError(t, err)
 	require.Empty(t, ms)
 }
@@ -254,19 +279,19 @@ func TestAckValidation(t *testing.T) {
 	ctx := ctxT(t)
 	pushN(t, st, "q", "p", 0, 5)
 	pushN(t, st, "q", "other", 0, 1)
-	ms, err := st.Pop(ctx, store.PopRequest{Queue: "q", Partition: "p", Max: 3})
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", Partition: "p", Max: 3})
 	require.NoError(t, err)
 	lease := ms[0].Lease
-	theirs, err := st.Pop(ctx, store.PopRequest{Queue: "q", Group: "g2", Partition: "p", Max: 1})
+	theirs, err := st.Pop(ctx, domain.PopParams{Queue: "q", Group: "g2", Partition: "p", Max: 1})
 	require.NoError(t, err)
 
 	res := ack(t, st, "q", "",
-		store.Ack{Partition: "p", Offset: 3, Lease: lease},           // past the lease
-		store.Ack{Partition: "p", Offset: 0, Lease: theirs[0].Lease}, // another group's lease
-		store.Ack{Partition: "p", Offset: 0, Lease: "l-1-000"},       // made up
-		store.Ack{Partition: "nope", Offset: 0, Lease: lease},        // unknown partition
-		store.Ack{Partition: "other", Offset: 0, Lease: lease},       // lease of another partition
-		store.Ack{Partition: "p", Offset: 1, Lease: lease + "x"},     // mangled
+		domain.Ack{Partition: "p", Offset: 3, Lease: lease},           // past the lease
+		domain.Ack{Partition: "p", Offset: 0, Lease: theirs[0].Lease}, // another group's lease
+		domain.Ack{Partition: "p", Offset: 0, Lease: "l-1-000"},       // made up
+		domain.Ack{Partition: "nope", Offset: 0, Lease: lease},        // unknown partition
+		domain.Ack{Partition: "other", Offset: 0, Lease: lease},       // lease of another partition
+		domain.Ack{Partition: "p", Offset: 1, Lease: lease + "x"},     // mangled
 	)
 	for i, r := range res {
 		require.False(t, r.OK, "ack %d", i)
@@ -276,18 +301,18 @@ func TestAckValidation(t *testing.T) {
 	require.Contains(t, res[3].Error, "unknown partition")
 
 	// Nothing moved: the lease still starts at 0 and ends at 2.
-	res = ack(t, st, "q", "", store.Ack{Partition: "p", Offset: 0, Lease: lease})
+	res = ack(t, st, "q", "", domain.Ack{Partition: "p", Offset: 0, Lease: lease})
 	require.True(t, res[0].OK)
-	res = ack(t, st, "q", "", store.Ack{Partition: "p", Offset: 2, Lease: lease})
+	res = ack(t, st, "q", "", domain.Ack{Partition: "p", Offset: 2, Lease: lease})
 	require.True(t, res[0].OK)
-	ms, err = st.Pop(ctx, store.PopRequest{Queue: "q", Partition: "p", Max: 10})
+	ms, err = st.Pop(ctx, domain.PopParams{Queue: "q", Partition: "p", Max: 10})
 	require.NoError(t, err)
 	require.Equal(t, []string{"3", "4"}, datas(ms))
 
-	bad := &store.AckRequest{Queue: "q", Acks: []store.Ack{{Partition: "p", Offset: 3, Lease: ms[0].Lease, Status: "nope"}}}
-	require.NoError(t, st.Ack(ctx, []*store.AckRequest{bad}))
-	require.ErrorIs(t, bad.Err, store.ErrInvalid)
-	res = ack(t, st, "q", "", store.Ack{Partition: "p", Offset: 4, Lease: ms[0].Lease})
+	bad := ackOutcome(t, st, domain.AckParams{Queue: "q", Acks: []domain.Ack{{Partition: "p", Offset: 3, Lease: ms[0].Lease, Status: domain.AckStatus(99)}}})
+	require.ErrorIs(t, bad.Err, domain.ErrInvalid)
+	require.Nil(t, bad.Results)
+	res = ack(t, st, "q", "", domain.Ack{Partition: "p", Offset: 4, Lease: ms[0].Lease})
 	require.True(t, res[0].OK, "an invalid request settled nothing")
 }
 
@@ -296,40 +321,40 @@ func TestAckStatuses(t *testing.T) {
 	st := newStore(t)
 	ctx := ctxT(t)
 	maxAttempts := int64(2)
-	_, err := st.Configure(ctx, "q", store.ConfigPatch{MaxAttempts: &maxAttempts})
+	_, err := st.Configure(ctx, "q", domain.ConfigPatch{MaxAttempts: &maxAttempts})
 	require.NoError(t, err)
 	pushN(t, st, "q", "p", 0, 6)
-	pop := func(n int) []store.Message {
-		ms, err := st.Pop(ctx, store.PopRequest{Queue: "q", Max: n})
+	pop := func(n int) []domain.Message {
+		ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", Max: n})
 		require.NoError(t, err)
 		return ms
 	}
 
 	// retry: done up to N-1; N on comes back at once, attempt unchanged.
 	ms := pop(3)
-	require.True(t, ack(t, st, "q", "", store.Ack{Partition: "p", Offset: 1, Lease: ms[0].Lease, Status: store.AckRetry})[0].OK)
+	require.True(t, ack(t, st, "q", "", domain.Ack{Partition: "p", Offset: 1, Lease: ms[0].Lease, Status: domain.AckRetry})[0].OK)
 	ms = pop(3)
 	require.Equal(t, []string{"1", "2", "3"}, datas(ms))
 	require.Equal(t, 1, ms[0].Attempt)
 
 	// failed: spends an attempt; at max_attempts the message is dead-lettered.
-	require.True(t, ack(t, st, "q", "", store.Ack{Partition: "p", Offset: 1, Lease: ms[0].Lease, Status: store.AckFailed})[0].OK)
+	require.True(t, ack(t, st, "q", "", domain.Ack{Partition: "p", Offset: 1, Lease: ms[0].Lease, Status: domain.AckFailed})[0].OK)
 	ms = pop(3)
 	require.Equal(t, []string{"1", "2", "3"}, datas(ms))
 	require.Equal(t, 2, ms[0].Attempt)
-	require.True(t, ack(t, st, "q", "", store.Ack{Partition: "p", Offset: 1, Lease: ms[0].Lease, Status: store.AckFailed})[0].OK)
+	require.True(t, ack(t, st, "q", "", domain.Ack{Partition: "p", Offset: 1, Lease: ms[0].Lease, Status: domain.AckFailed})[0].OK)
 	ms = pop(3)
 	require.Equal(t, []string{"2", "3", "4"}, datas(ms), "message 1 is dead, the cursor moved past it")
 
 	// dead: message N goes to the dead letters at once; the lease goes on.
 	res := ack(t, st, "q", "",
-		store.Ack{Partition: "p", Offset: 3, Lease: ms[0].Lease, Status: store.AckDead},
-		store.Ack{Partition: "p", Offset: 4, Lease: ms[0].Lease})
-	require.Equal(t, []store.AckResult{{OK: true}, {OK: true}}, res)
+		domain.Ack{Partition: "p", Offset: 3, Lease: ms[0].Lease, Status: domain.AckDead},
+		domain.Ack{Partition: "p", Offset: 4, Lease: ms[0].Lease})
+	require.Equal(t, []domain.AckResult{{OK: true}, {OK: true}}, res)
 	ms = pop(3)
 	require.Equal(t, []string{"5"}, datas(ms))
 
-	dls, next, err := st.DeadLetters(ctx, store.DLQQuery{Queue: "q"})
+	dls, next, err := st.DeadLetters(ctx, domain.DLQParams{Queue: "q"})
 	require.NoError(t, err)
 	require.Empty(t, next)
 	require.Len(t, dls, 2)
@@ -347,10 +372,10 @@ func TestAckStatuses(t *testing.T) {
 	n, err = st.PurgeDeadLetters(ctx, "q", []string{dls[1].DLQID})
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
-	dls, _, err = st.DeadLetters(ctx, store.DLQQuery{Queue: "q"})
+	dls, _, err = st.DeadLetters(ctx, domain.DLQParams{Queue: "q"})
 	require.NoError(t, err)
 	require.Empty(t, dls)
-	require.True(t, ack(t, st, "q", "", store.Ack{Partition: "p", Offset: 5, Lease: ms[0].Lease})[0].OK)
+	require.True(t, ack(t, st, "q", "", domain.Ack{Partition: "p", Offset: 5, Lease: ms[0].Lease})[0].OK)
 	ms = pop(3)
 	require.Equal(t, []string{"1"}, datas(ms))
 	require.Equal(t, int64(6), ms[0].Offset)
@@ -361,16 +386,16 @@ func TestDeadLetterOff(t *testing.T) {
 	st := newStore(t)
 	ctx := ctxT(t)
 	off := false
-	_, err := st.Configure(ctx, "q", store.ConfigPatch{DeadLetter: &off})
+	_, err := st.Configure(ctx, "q", domain.ConfigPatch{DeadLetter: &off})
 	require.NoError(t, err)
 	pushN(t, st, "q", "p", 0, 2)
-	ms, err := st.Pop(ctx, store.PopRequest{Queue: "q", Max: 1})
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", Max: 1})
 	require.NoError(t, err)
-	require.True(t, ack(t, st, "q", "", store.Ack{Partition: "p", Offset: 0, Lease: ms[0].Lease, Status: store.AckDead})[0].OK)
-	dls, _, err := st.DeadLetters(ctx, store.DLQQuery{Queue: "q"})
+	require.True(t, ack(t, st, "q", "", domain.Ack{Partition: "p", Offset: 0, Lease: ms[0].Lease, Status: domain.AckDead})[0].OK)
+	dls, _, err := st.DeadLetters(ctx, domain.DLQParams{Queue: "q"})
 	require.NoError(t, err)
 	require.Empty(t, dls)
-	ms, err = st.Pop(ctx, store.PopRequest{Queue: "q", Max: 5})
+	ms, err = st.Pop(ctx, domain.PopParams{Queue: "q", Max: 5})
 	require.NoError(t, err)
 	require.Equal(t, []string{"1"}, datas(ms))
 }
@@ -380,11 +405,13 @@ func TestRenew(t *testing.T) {
 	st := newStore(t)
 	ctx := ctxT(t)
 	pushN(t, st, "q", "p", 0, 1)
-	ms, err := st.Pop(ctx, store.PopRequest{Queue: "q", LeaseMS: 1000})
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", LeaseMS: 1000})
 	require.NoError(t, err)
-	res, err := st.Renew(ctx, "q", []string{ms[0].Lease, "l-1-nothing", "garbage"}, 60000)
+	res, err := st.Renew(ctx, domain.RenewParams{Queue: "q", Leases: []string{ms[0].Lease, "l-1-nothing", "garbage"}, LeaseMS: 60000})
 	require.NoError(t, err)
+	require.Len(t, res, 3)
 	require.True(t, res[0].OK)
+	require.Equal(t, ms[0].Lease, res[0].Lease)
 	require.WithinDuration(t, time.Now().Add(time.Minute), res[0].ExpiresAt, 10*time.Second)
 	require.False(t, res[1].OK)
 	require.False(t, res[2].OK)
@@ -395,28 +422,35 @@ func TestConfigureMergesAndValidates(t *testing.T) {
 	st := newStore(t)
 	ctx := ctxT(t)
 	lease := int64(5000)
-	c, err := st.Configure(ctx, "q", store.ConfigPatch{LeaseMS: &lease})
+	c, err := st.Configure(ctx, "q", domain.ConfigPatch{LeaseMS: &lease})
 	require.NoError(t, err)
-	want := store.DefaultConfig()
+	want := domain.DefaultQueueConfig()
 	want.LeaseMS = 5000
 	require.Equal(t, want, c)
 
 	attempts := int64(7)
-	c, err = st.Configure(ctx, "q", store.ConfigPatch{MaxAttempts: &attempts})
+	c, err = st.Configure(ctx, "q", domain.ConfigPatch{MaxAttempts: &attempts})
 	require.NoError(t, err)
 	want.MaxAttempts = 7
 	require.Equal(t, want, c, "a partial configure keeps the other fields")
 
 	bad := int64(-1)
-	_, err = st.Configure(ctx, "q", store.ConfigPatch{MaxMessages: &bad})
-	require.ErrorIs(t, err, store.ErrInvalid)
+	_, err = st.Configure(ctx, "q", domain.ConfigPatch{MaxMessages: &bad})
+	require.ErrorIs(t, err, domain.ErrInvalid)
 	require.Contains(t, err.Error(), "max_messages")
+	short := int64(50)
+	_, err = st.Configure(ctx, "q", domain.ConfigPatch{LeaseMS: &short})
+	require.ErrorIs(t, err, domain.ErrInvalid)
+	require.EqualError(t, err, "lease_ms: 50 is out of range 100..86400000")
+	info, err := st.Info(ctx, "q")
+	require.NoError(t, err)
+	require.Equal(t, want, info.Config, "a refused configure changed nothing")
 
 	// A queue created by a push gets the same defaults.
 	pushN(t, st, "pushed", "p", 0, 1)
-	info, err := st.Info(ctx, "pushed")
+	info, err = st.Info(ctx, "pushed")
 	require.NoError(t, err)
-	require.Equal(t, store.DefaultConfig(), info.Config)
+	require.Equal(t, domain.DefaultQueueConfig(), info.Config)
 }
 
 func TestInfoListDelete(t *testing.T) {
@@ -426,27 +460,27 @@ func TestInfoListDelete(t *testing.T) {
 	pushN(t, st, "b", "p1", 0, 3)
 	pushN(t, st, "b", "p2", 0, 2)
 	pushN(t, st, "a", "p", 0, 1)
-	ms, err := st.Pop(ctx, store.PopRequest{Queue: "b", Group: "g", Partition: "p1", Max: 2})
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: "b", Group: "g", Partition: "p1", Max: 2})
 	require.NoError(t, err)
-	require.True(t, ack(t, st, "b", "g", store.Ack{Partition: "p1", Offset: 1, Lease: ms[0].Lease})[0].OK)
+	require.True(t, ack(t, st, "b", "g", domain.Ack{Partition: "p1", Offset: 1, Lease: ms[0].Lease})[0].OK)
 
 	info, err := st.Info(ctx, "b")
 	require.NoError(t, err)
 	require.Equal(t, int64(5), info.Messages)
 	require.Equal(t, int64(5), info.Bytes)
 	require.Len(t, info.Partitions, 2)
-	require.Equal(t, []store.GroupInfo{{Name: "g", Pending: 3, Leased: 0}}, info.Groups)
+	require.Equal(t, []domain.GroupInfo{{Name: "g", Pending: 3, Leased: 0}}, info.Groups)
 
 	list, err := st.List(ctx)
 	require.NoError(t, err)
 	require.Len(t, list, 2)
 	require.Equal(t, "a", list[0].Name)
-	require.Equal(t, store.QueueSummary{Name: "b", Partitions: 2, Messages: 5, Bytes: 5, Groups: 1, Pending: 3}, list[1])
+	require.Equal(t, domain.QueueSummary{Name: "b", Partitions: 2, Messages: 5, Bytes: 5, Groups: 1, Pending: 3}, list[1])
 
 	require.NoError(t, st.Delete(ctx, "b"))
-	require.ErrorIs(t, st.Delete(ctx, "b"), store.ErrNotFound)
+	require.ErrorIs(t, st.Delete(ctx, "b"), domain.ErrNotFound)
 	_, err = st.Info(ctx, "b")
-	require.ErrorIs(t, err, store.ErrNotFound)
+	require.ErrorIs(t, err, domain.ErrNotFound)
 	var segs int
 	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT count(*) FROM comb_segments`).Scan(&segs))
 	require.Equal(t, 1, segs, "only queue a's segment is left")
@@ -461,13 +495,16 @@ func TestTooLargeMessage(t *testing.T) {
 	st := newStore(t)
 	ctx := ctxT(t)
 	small := int64(10)
-	_, err := st.Configure(ctx, "q", store.ConfigPatch{MaxMessageBytes: &small})
+	_, err := st.Configure(ctx, "q", domain.ConfigPatch{MaxMessageBytes: &small})
 	require.NoError(t, err)
-	ok := &store.PushRequest{Queue: "q", Messages: []store.PushMessage{{Data: []byte("fits")}}}
-	big := &store.PushRequest{Queue: "q", Messages: []store.PushMessage{{Data: []byte("fits")}, {Data: make([]byte, 11)}}}
-	require.NoError(t, st.Push(ctx, []*store.PushRequest{ok, big}))
-	require.NoError(t, ok.Err)
-	require.ErrorIs(t, big.Err, store.ErrTooLarge)
+	dp := protocol.DefaultPartition
+	outs := push(t, st,
+		domain.PushParams{Queue: "q", Messages: []domain.PushMessage{{Partition: dp, Data: []byte("fits")}}},
+		domain.PushParams{Queue: "q", Messages: []domain.PushMessage{{Partition: dp, Data: []byte("fits")}, {Partition: dp, Data: make([]byte, 11)}}})
+	require.NoError(t, outs[0].Err)
+	require.Equal(t, []domain.PushResult{{Partition: dp, Offset: 0, Status: domain.Stored}}, outs[0].Results)
+	require.ErrorIs(t, outs[1].Err, domain.ErrTooLarge)
+	require.Nil(t, outs[1].Results)
 	info, err := st.Info(ctx, "q")
 	require.NoError(t, err)
 	require.Equal(t, int64(1), info.Messages, "the refused request stored nothing")
@@ -479,18 +516,18 @@ func TestPopTrimmedToMaxBytesGivesBackTheRest(t *testing.T) {
 	ctx := ctxT(t)
 	pushN(t, st, "q", "a", 0, 5)
 	pushN(t, st, "q", "b", 0, 5)
-	size := func(*store.Message) int { return 10 }
+	size := func(*domain.Message) int { return 10 }
 
-	ms, err := st.Pop(ctx, store.PopRequest{Queue: "q", Max: 10, Partitions: 2, MaxBytes: 30, SizeOf: size})
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", Max: 10, Partitions: 2, MaxBytes: 30, SizeOf: size})
 	require.NoError(t, err)
 	require.Len(t, ms, 3, "three 10-byte messages fit in 30")
 	first := ms[0].Partition
 	// Acking the last message returned ends the lease: nothing beyond it
 	// stayed leased.
-	require.True(t, ack(t, st, "q", "", store.Ack{Partition: first, Offset: 2, Lease: ms[0].Lease})[0].OK)
+	require.True(t, ack(t, st, "q", "", domain.Ack{Partition: first, Offset: 2, Lease: ms[0].Lease})[0].OK)
 	// The other partition returned nothing and was released at once; the
 	// rest of both comes with attempt 1, having never been seen.
-	rest, err := st.Pop(ctx, store.PopRequest{Queue: "q", Max: 100, Partitions: 2})
+	rest, err := st.Pop(ctx, domain.PopParams{Queue: "q", Max: 100, Partitions: 2})
 	require.NoError(t, err)
 	require.Len(t, rest, 7)
 	for _, m := range rest {
@@ -501,13 +538,13 @@ func TestPopTrimmedToMaxBytesGivesBackTheRest(t *testing.T) {
 	pushN(t, st, "auto", "p", 0, 4)
 	got := 0
 	for range 4 {
-		ms, err := st.Pop(ctx, store.PopRequest{Queue: "auto", Max: 10, AutoAck: true, MaxBytes: 15, SizeOf: size})
+		ms, err := st.Pop(ctx, domain.PopParams{Queue: "auto", Max: 10, AutoAck: true, MaxBytes: 15, SizeOf: size})
 		require.NoError(t, err)
 		require.Len(t, ms, 1, "at least one message, even over the bound's half")
 		require.Equal(t, int64(got), ms[0].Offset)
 		got++
 	}
-	ms, err = st.Pop(ctx, store.PopRequest{Queue: "auto", AutoAck: true})
+	ms, err = st.Pop(ctx, domain.PopParams{Queue: "auto", AutoAck: true})
 	require.NoError(t, err)
 	require.Empty(t, ms)
 }
@@ -516,8 +553,209 @@ func TestMadeUpLeaseSaysSo(t *testing.T) {
 	t.Parallel()
 	st := newStore(t)
 	pushN(t, st, "q", "p", 0, 1)
-	_, err := st.Pop(ctxT(t), store.PopRequest{Queue: "q"})
+	_, err := st.Pop(ctxT(t), domain.PopParams{Queue: "q"})
 	require.NoError(t, err)
-	res := ack(t, st, "q", "", store.Ack{Partition: "p", Offset: 0, Lease: "l-x"})
+	res := ack(t, st, "q", "", domain.Ack{Partition: "p", Offset: 0, Lease: "l-x"})
 	require.Contains(t, res[0].Error, "lease expired or not held")
+}
+
+// A message pops back with the encoding it was pushed with: the store keeps
+// what the decoder said, and a reply need not look at the bytes again.
+func TestPopReturnsPushedEncoding(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx := ctxT(t)
+	msgs := []domain.PushMessage{
+		{Partition: "a", ID: "j1", Data: []byte(`{"sku":42}`), Encoding: domain.EncodingJSON},
+		{Partition: "a", ID: "b1", Data: []byte{0xff, 0x00, 0x01, 0x02, 0x03}, Encoding: domain.EncodingBinary},
+		{Partition: "b", ID: "b2", Data: []byte("not json"), Encoding: domain.EncodingBinary},
+		{Partition: "b", ID: "j2", Data: []byte(`"text"`), Encoding: domain.EncodingJSON},
+		{Partition: "a", ID: "b3", Data: []byte{}, Encoding: domain.EncodingBinary},
+		{Partition: "b", ID: "j3", Data: []byte(`[1,2,3]`), Encoding: domain.EncodingJSON},
+	}
+	// Two requests in one transaction and a later push: segments of several
+	// messages and several segments per partition.
+	outs := push(t, st,
+		domain.PushParams{Queue: "q", Messages: msgs[:2]},
+		domain.PushParams{Queue: "q", Messages: msgs[2:4]})
+	for _, out := range outs {
+		require.NoError(t, out.Err)
+	}
+	out := push(t, st, domain.PushParams{Queue: "q", Messages: msgs[4:]})[0]
+	require.NoError(t, out.Err)
+
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", Max: 100, Partitions: 2})
+	require.NoError(t, err)
+	require.Len(t, ms, len(msgs))
+	byID := map[string]domain.PushMessage{}
+	for _, m := range msgs {
+		byID[m.ID] = m
+	}
+	seen := map[string]bool{}
+	for _, m := range ms {
+		want, ok := byID[m.ID]
+		require.True(t, ok, "unexpected message %q", m.ID)
+		require.False(t, seen[m.ID], "message %q popped twice", m.ID)
+		seen[m.ID] = true
+		require.Equal(t, want.Encoding, m.Encoding, "message %q", m.ID)
+		require.Equal(t, want.Data, m.Data, "message %q", m.ID)
+		require.Equal(t, want.Partition, m.Partition, "message %q", m.ID)
+	}
+}
+
+// Dead letters keep their message's encoding, and a replay pushes it again
+// with it.
+func TestDeadLettersKeepEncoding(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx := ctxT(t)
+	out := push(t, st, domain.PushParams{Queue: "q", Messages: []domain.PushMessage{
+		{Partition: "p", ID: "j", Data: []byte(`{"a":1}`), Encoding: domain.EncodingJSON},
+		{Partition: "p", ID: "b", Data: []byte{0x80, 0x81}, Encoding: domain.EncodingBinary},
+	}})[0]
+	require.NoError(t, out.Err)
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", Max: 10})
+	require.NoError(t, err)
+	require.Len(t, ms, 2)
+	require.Equal(t, []domain.AckResult{{OK: true}, {OK: true}}, ack(t, st, "q", "",
+		domain.Ack{Partition: "p", Offset: 0, Lease: ms[0].Lease, Status: domain.AckDead},
+		domain.Ack{Partition: "p", Offset: 1, Lease: ms[0].Lease, Status: domain.AckDead}))
+
+	dls, _, err := st.DeadLetters(ctx, domain.DLQParams{Queue: "q"})
+	require.NoError(t, err)
+	require.Len(t, dls, 2)
+	require.Equal(t, "j", dls[0].ID)
+	require.Equal(t, domain.EncodingJSON, dls[0].Encoding)
+	require.Equal(t, []byte(`{"a":1}`), dls[0].Data)
+	require.Equal(t, "b", dls[1].ID)
+	require.Equal(t, domain.EncodingBinary, dls[1].Encoding)
+	require.Equal(t, []byte{0x80, 0x81}, dls[1].Data)
+
+	n, err := st.ReplayDeadLetters(ctx, "q", []string{dls[0].DLQID, dls[1].DLQID})
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	ms, err = st.Pop(ctx, domain.PopParams{Queue: "q", Max: 10})
+	require.NoError(t, err)
+	require.Len(t, ms, 2)
+	require.Equal(t, []int64{2, 3}, []int64{ms[0].Offset, ms[1].Offset})
+	require.Equal(t, []domain.Encoding{domain.EncodingJSON, domain.EncodingBinary}, []domain.Encoding{ms[0].Encoding, ms[1].Encoding})
+	require.Equal(t, []string{`{"a":1}`, "\x80\x81"}, datas(ms))
+}
+
+// plainFrames frames messages as segments did before migration 0004
+// (frame format 0): uvarint(len(id)) id uvarint(len(data)) data.
+func plainFrames(ids []string, datas [][]byte) []byte {
+	var buf []byte
+	for i := range ids {
+		buf = binary.AppendUvarint(buf, uint64(len(ids[i])))
+		buf = append(buf, ids[i]...)
+		buf = binary.AppendUvarint(buf, uint64(len(datas[i])))
+		buf = append(buf, datas[i]...)
+	}
+	return buf
+}
+
+// A segment written before encodings were recorded pops back byte for
+// byte, with the encoding unknown, next to segments of the new format.
+func TestOldFrameFormatPopsAsUnknown(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx := ctxT(t)
+	require.Equal(t, []int64{0}, pushN(t, st, "q", "p", 0, 1)) // creates the partition
+
+	// Lengths 7, 5 and 5: read as the new format, their low bits would
+	// pass for an encoding and the rest for a length of 1.
+	ids := []string{"old-1", "", "old-3"}
+	data := [][]byte{[]byte(`{"x":1}`), {0x00, 0x01, 0x02, 0xfe, 0xff}, []byte("hello")}
+	var size int64
+	for _, d := range data {
+		size += int64(len(d))
+	}
+	tag, err := st.Pool().Exec(ctx, `
+		WITH p AS (
+		    UPDATE comb_partitions SET next_offset = next_offset + $1, retained_bytes = retained_bytes + $2
+		    WHERE queue_id = (SELECT id FROM comb_queues WHERE name = $3) AND name = $4
+		    RETURNING id, next_offset - $1 AS base)
+		INSERT INTO comb_segments (partition_id, base_offset, count, bytes, payload, frame_format)
+		SELECT id, base, $1, $2, $5, 0 FROM p`,
+		int64(len(ids)), size, "q", "p", plainFrames(ids, data))
+	require.NoError(t, err)
+	require.Equal(t, int64(1), tag.RowsAffected())
+	require.Equal(t, []int64{4}, pushN(t, st, "q", "p", 4, 1), "a later push follows the old segment")
+
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", Max: 10})
+	require.NoError(t, err)
+	require.Len(t, ms, 5)
+	for i, m := range ms {
+		require.Equal(t, int64(i), m.Offset)
+		require.Equal(t, "p", m.Partition)
+		require.Equal(t, 1, m.Attempt)
+	}
+	require.Equal(t, "0", string(ms[0].Data))
+	require.Equal(t, domain.EncodingJSON, ms[0].Encoding)
+	for i := range ids {
+		m := ms[1+i]
+		require.Equal(t, ids[i], m.ID)
+		require.Equal(t, data[i], m.Data)
+		require.Equal(t, domain.EncodingUnknown, m.Encoding)
+	}
+	require.Equal(t, "4", string(ms[4].Data))
+	require.Equal(t, domain.EncodingJSON, ms[4].Encoding)
+
+	// Dead-lettering reads the old frames too.
+	require.Equal(t, []domain.AckResult{{OK: true}, {OK: true}}, ack(t, st, "q", "",
+		domain.Ack{Partition: "p", Offset: 2, Lease: ms[0].Lease, Status: domain.AckDead},
+		domain.Ack{Partition: "p", Offset: 4, Lease: ms[0].Lease}))
+	dls, _, err := st.DeadLetters(ctx, domain.DLQParams{Queue: "q"})
+	require.NoError(t, err)
+	require.Len(t, dls, 1)
+	require.Equal(t, int64(2), dls[0].Offset)
+	require.Empty(t, dls[0].ID)
+	require.Equal(t, data[1], dls[0].Data)
+	require.Equal(t, domain.EncodingUnknown, dls[0].Encoding)
+	ms, err = st.Pop(ctx, domain.PopParams{Queue: "q", Max: 10})
+	require.NoError(t, err)
+	require.Empty(t, ms)
+}
+
+// An auto-ack pop trimmed to MaxBytes settles only what it returns: the
+// next pop returns exactly the messages that did not fit, nothing lost and
+// nothing twice, whether the trim left a partition untouched (30 bytes:
+// three messages of the first partition) or cut into the second (70: five
+// and two).
+func TestAutoAckPopTrimmedToMaxBytesGivesBackTheRest(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	size := func(*domain.Message) int { return 10 }
+	for _, tc := range []struct{ maxBytes, fit int }{{30, 3}, {70, 7}} {
+		t.Run(strconv.Itoa(tc.maxBytes), func(t *testing.T) {
+			t.Parallel()
+			ctx := ctxT(t)
+			queue := "auto" + strconv.Itoa(tc.maxBytes)
+			pushN(t, st, queue, "a", 0, 5)
+			pushN(t, st, queue, "b", 0, 5)
+
+			ms, err := st.Pop(ctx, domain.PopParams{Queue: queue, Max: 10, Partitions: 2, AutoAck: true, MaxBytes: tc.maxBytes, SizeOf: size})
+			require.NoError(t, err)
+			require.Len(t, ms, tc.fit)
+			rest, err := st.Pop(ctx, domain.PopParams{Queue: queue, Max: 100, Partitions: 2, AutoAck: true})
+			require.NoError(t, err)
+			require.Len(t, rest, 10-tc.fit, "exactly what did not fit comes next")
+
+			byPart := map[string][]int64{}
+			for _, m := range append(append([]domain.Message(nil), ms...), rest...) {
+				require.Empty(t, m.Lease)
+				require.Equal(t, 1, m.Attempt)
+				require.Equal(t, strconv.FormatInt(m.Offset, 10), string(m.Data))
+				byPart[m.Partition] = append(byPart[m.Partition], m.Offset)
+			}
+			want := []int64{0, 1, 2, 3, 4}
+			require.Equal(t, map[string][]int64{"a": want, "b": want}, byPart,
+				"each partition's messages once each, in order, across the two pops")
+
+			ms, err = st.Pop(ctx, domain.PopParams{Queue: queue, Max: 100, Partitions: 2, AutoAck: true})
+			require.NoError(t, err)
+			require.Empty(t, ms)
+		})
+	}
 }

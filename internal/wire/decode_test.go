@@ -1,13 +1,15 @@
 package wire
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/combmq/comb/store"
+	"github.com/combmq/comb/domain"
+	"github.com/combmq/comb/protocol"
 )
 
 // requireWireError checks that err is an *Error with code whose message
@@ -15,7 +17,7 @@ import (
 func requireWireError(t *testing.T, err error, code int, want ...string) {
 	t.Helper()
 	require.Error(t, err)
-	we, ok := AsError(err)
+	we, ok := protocol.AsError(err)
 	require.True(t, ok, "not a wire error: %v", err)
 	require.Equal(t, code, we.Code, we.Message)
 	for _, w := range want {
@@ -29,13 +31,13 @@ func TestDecodePush(t *testing.T) {
 	           {"data_b64":"AAEC"}, {"data_b64":""}, {"data":"str"}, {"data":null}, {"data_b64":"AAE"}]}`
 	msgs, err := DecodePush([]byte(body), DefaultLimits())
 	require.NoError(t, err)
-	require.Equal(t, []store.PushMessage{
-		{Partition: "eu", ID: "order-7", Data: []byte(`{"sku": 42 , "x":[1,2]}`)},
-		{Partition: "default", Data: []byte{0, 1, 2}},
-		{Partition: "default", Data: []byte{}},
-		{Partition: "default", Data: []byte(`"str"`)},
-		{Partition: "default", Data: []byte(`null`)},
-		{Partition: "default", Data: []byte{0, 1}},
+	require.Equal(t, []domain.PushMessage{
+		{Partition: "eu", ID: "order-7", Data: []byte(`{"sku": 42 , "x":[1,2]}`), Encoding: domain.EncodingJSON},
+		{Partition: "default", Data: []byte{0, 1, 2}, Encoding: domain.EncodingBinary},
+		{Partition: "default", Data: []byte{}, Encoding: domain.EncodingBinary},
+		{Partition: "default", Data: []byte(`"str"`), Encoding: domain.EncodingJSON},
+		{Partition: "default", Data: []byte(`null`), Encoding: domain.EncodingJSON},
+		{Partition: "default", Data: []byte{0, 1}, Encoding: domain.EncodingBinary},
 	}, msgs)
 }
 
@@ -74,7 +76,7 @@ func TestDecodePushErrors(t *testing.T) {
 		_, err := DecodePush([]byte(c.body), lim)
 		requireWireError(t, err, c.code, c.want...)
 	}
-	many := `{"messages":[` + strings.Repeat(`{"data":1},`, MaxPushMessages) + `{"data":1}]}`
+	many := `{"messages":[` + strings.Repeat(`{"data":1},`, protocol.MaxPushMessages) + `{"data":1}]}`
 	_, err := DecodePush([]byte(many), DefaultLimits())
 	requireWireError(t, err, 413, "10001 messages")
 }
@@ -83,11 +85,11 @@ func TestDecodePut(t *testing.T) {
 	t.Parallel()
 	m, err := DecodePut([]byte("raw \x00 bytes"), "eu", "id-1", DefaultLimits())
 	require.NoError(t, err)
-	require.Equal(t, store.PushMessage{Partition: "eu", ID: "id-1", Data: []byte("raw \x00 bytes")}, m)
+	require.Equal(t, domain.PushMessage{Partition: "eu", ID: "id-1", Data: []byte("raw \x00 bytes"), Encoding: domain.EncodingBinary}, m)
 
 	m, err = DecodePut(nil, "", "", DefaultLimits())
 	require.NoError(t, err)
-	require.Equal(t, store.PushMessage{Partition: "default", Data: []byte{}}, m)
+	require.Equal(t, domain.PushMessage{Partition: "default", Data: []byte{}, Encoding: domain.EncodingBinary}, m)
 
 	_, err = DecodePut([]byte("12345"), "", "", Limits{MaxMessageBytes: 4})
 	requireWireError(t, err, 413, "message is 5 bytes")
@@ -102,23 +104,23 @@ func TestDecodePop(t *testing.T) {
 	for _, body := range []string{``, ` `, `{}`, "\n{ }\n"} {
 		p, err := DecodePop([]byte(body))
 		require.NoError(t, err)
-		require.Equal(t, Pop{Request: store.PopRequest{
-			Group: "default", Max: 100, Partitions: 1, From: store.From{Kind: "all"},
+		require.Equal(t, Pop{Params: domain.PopParams{
+			Group: "default", Max: 100, Partitions: 1, From: domain.Start{Kind: domain.StartAll},
 		}}, p)
 	}
 	p, err := DecodePop([]byte(`{"group":"billing","partition":"eu","max":10000,"partitions":1,"wait_ms":5000,
 		"lease_ms":30000,"auto_ack":true,"from":"new"}`))
 	require.NoError(t, err)
-	require.Equal(t, Pop{Wait: 5 * time.Second, Request: store.PopRequest{
+	require.Equal(t, Pop{Wait: 5 * time.Second, Params: domain.PopParams{
 		Group: "billing", Partition: "eu", Max: 10000, Partitions: 1, LeaseMS: 30000, AutoAck: true,
-		From: store.From{Kind: "new"},
+		From: domain.Start{Kind: domain.StartNew},
 	}}, p)
 
 	p, err = DecodePop([]byte(`{"from":"2026-11-30T10:00:00.5+01:00","partitions":1000,"lease_ms":0,"wait_ms":0}`))
 	require.NoError(t, err)
-	require.Equal(t, "time", p.Request.From.Kind)
-	require.True(t, p.Request.From.Time.Equal(time.Date(2026, 11, 30, 9, 0, 0, 5e8, time.UTC)))
-	require.Equal(t, 1000, p.Request.Partitions)
+	require.Equal(t, domain.StartTime, p.Params.From.Kind)
+	require.True(t, p.Params.From.Time.Equal(time.Date(2026, 11, 30, 9, 0, 0, 5e8, time.UTC)))
+	require.Equal(t, 1000, p.Params.Partitions)
 
 	bad := map[string]string{
 		`{"max":0}`:                         "max: 0 is out of range 1..10000",
@@ -154,12 +156,12 @@ func TestDecodeAck(t *testing.T) {
 		{"offset":5,"lease":"l-1","status":"dead"}]}`))
 	require.NoError(t, err)
 	require.Equal(t, "billing", group)
-	require.Equal(t, []store.Ack{
-		{Partition: "eu", Offset: 17, Lease: "l-9f2c", Status: "completed"},
-		{Partition: "default", Offset: 0, Lease: "l-1", Status: "completed"},
-		{Partition: "default", Offset: 3, Lease: "l-1", Status: "retry"},
-		{Partition: "default", Offset: 4, Lease: "l-1", Status: "failed"},
-		{Partition: "default", Offset: 5, Lease: "l-1", Status: "dead"},
+	require.Equal(t, []domain.Ack{
+		{Partition: "eu", Offset: 17, Lease: "l-9f2c", Status: domain.AckCompleted},
+		{Partition: "default", Offset: 0, Lease: "l-1", Status: domain.AckCompleted},
+		{Partition: "default", Offset: 3, Lease: "l-1", Status: domain.AckRetry},
+		{Partition: "default", Offset: 4, Lease: "l-1", Status: domain.AckFailed},
+		{Partition: "default", Offset: 5, Lease: "l-1", Status: domain.AckDead},
 	}, acks)
 
 	group, _, err = DecodeAck([]byte(`{"acks":[{"offset":1,"lease":"l"}]}`))
@@ -215,7 +217,7 @@ func TestDecodeConfigure(t *testing.T) {
 	t.Parallel()
 	p, err := DecodeConfigure(nil)
 	require.NoError(t, err)
-	require.Equal(t, store.ConfigPatch{}, p)
+	require.Equal(t, domain.ConfigPatch{}, p)
 
 	p, err = DecodeConfigure([]byte(`{"lease_ms":1000,"max_attempts":5,"dead_letter":false,"dedup_window_s":60,
 		"completed_retention_s":3600,"max_age_s":86400,"delay_ms":10,"max_messages":0,"max_bytes":1000000,
@@ -270,10 +272,10 @@ func TestDecodeDLQ(t *testing.T) {
 	t.Parallel()
 	d, err := DecodeDLQ(nil)
 	require.NoError(t, err)
-	require.Equal(t, DLQ{Op: DLQList, Query: store.DLQQuery{Limit: 100}}, d)
+	require.Equal(t, DLQ{Op: DLQList, Params: domain.DLQParams{Limit: 100}}, d)
 	d, err = DecodeDLQ([]byte(`{"group":"billing","limit":10,"after":"c-1"}`))
 	require.NoError(t, err)
-	require.Equal(t, DLQ{Op: DLQList, Query: store.DLQQuery{Group: "billing", Limit: 10, After: "c-1"}}, d)
+	require.Equal(t, DLQ{Op: DLQList, Params: domain.DLQParams{Group: "billing", Limit: 10, After: "c-1"}}, d)
 	d, err = DecodeDLQ([]byte(`{"replay":["d-31","d-32"]}`))
 	require.NoError(t, err)
 	require.Equal(t, DLQ{Op: DLQReplay, IDs: []string{"d-31", "d-32"}}, d)
@@ -300,6 +302,7 @@ func TestDecodeDLQ(t *testing.T) {
 func TestErrorBody(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, `{"error":{"code":400,"message":"bad \"name\"\n"}}`, string(ErrorBody(400, "bad \"name\"\n")))
-	e := Errorf(413, "too big: %d", 5)
-	require.Equal(t, "413 too big: 5", e.Error())
+	var body protocol.ErrorReply
+	require.NoError(t, json.Unmarshal(ErrorBody(413, "too big: <5>"), &body))
+	require.Equal(t, protocol.ErrorBody{Code: 413, Message: "too big: <5>"}, body.Error)
 }

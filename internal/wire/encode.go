@@ -8,7 +8,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/combmq/comb/store"
+	"github.com/combmq/comb/domain"
+	"github.com/combmq/comb/protocol"
 )
 
 // Replies are written by hand into byte buffers: encoding/json would compact
@@ -97,10 +98,24 @@ func IsJSONData(data []byte) bool {
 	return utf8.Valid(data) && validJSON(data)
 }
 
+// isJSON says whether data with encoding enc is written as "data": as
+// recorded at push time, or checked now for messages stored before
+// encodings were recorded.
+func isJSON(data []byte, enc domain.Encoding) bool {
+	switch enc {
+	case domain.EncodingJSON:
+		return true
+	case domain.EncodingBinary:
+		return false
+	}
+	return IsJSONData(data)
+}
+
 // AppendData appends a message's bytes as a JSON object member:
-// "data":<bytes> when they are JSON, else "data_b64":"<base64>".
-func AppendData(b []byte, data []byte) []byte {
-	if IsJSONData(data) {
+// "data":<bytes> when they are JSON (enc says so, or, when unknown, the
+// bytes are checked), else "data_b64":"<base64>".
+func AppendData(b []byte, data []byte, enc domain.Encoding) []byte {
+	if isJSON(data, enc) {
 		b = append(b, `"data":`...)
 		return append(b, data...)
 	}
@@ -118,7 +133,7 @@ func AppendTime(b []byte, t time.Time) []byte {
 }
 
 // messageSize estimates a message's encoded size, to size buffers once.
-func messageSize(m *store.Message) int {
+func messageSize(m *domain.Message) int {
 	return 160 + len(m.Partition) + len(m.ID) + len(m.Lease) + base64.StdEncoding.EncodedLen(len(m.Data))
 }
 
@@ -126,7 +141,7 @@ func messageSize(m *store.Message) int {
 // in order, as fit in limit bytes (no limit when limit <= 0), and how many
 // that is. A pop that leased more than fits in one NATS message can then
 // reply with a prefix: the rest of the lease is delivered again later.
-func PopReply(msgs []store.Message, limit int) ([]byte, int) {
+func PopReply(msgs []domain.Message, limit int) ([]byte, int) {
 	size := 16
 	for i := range msgs {
 		size += messageSize(&msgs[i])
@@ -139,7 +154,7 @@ func PopReply(msgs []store.Message, limit int) ([]byte, int) {
 
 // AppendPopReply is PopReply appending to b; limit counts only the bytes it
 // appends.
-func AppendPopReply(b []byte, msgs []store.Message, limit int) ([]byte, int) {
+func AppendPopReply(b []byte, msgs []domain.Message, limit int) ([]byte, int) {
 	base := len(b)
 	b = append(b, `{"messages":[`...)
 	n := 0
@@ -158,7 +173,7 @@ func AppendPopReply(b []byte, msgs []store.Message, limit int) ([]byte, int) {
 	return append(b, "]}"...), n
 }
 
-func appendMessage(b []byte, m *store.Message) []byte {
+func appendMessage(b []byte, m *domain.Message) []byte {
 	b = slices.Grow(b, messageSize(m))
 	b = append(b, `{"partition":`...)
 	b = AppendString(b, m.Partition)
@@ -177,14 +192,21 @@ func appendMessage(b []byte, m *store.Message) []byte {
 	b = append(b, `,"created_at":`...)
 	b = AppendTime(b, m.CreatedAt)
 	b = append(b, ',')
-	b = AppendData(b, m.Data)
+	b = AppendData(b, m.Data, m.Encoding)
 	return append(b, '}')
 }
 
-// PushReply returns a push (or put) reply, {"results":[…]}, one result per
-// message in request order. A spooled message has no offset yet, so its
-// result carries none.
-func PushReply(results []store.PushResult) []byte {
+// pushStatus is a push status's wire name.
+func pushStatus(s domain.PushStatus) string {
+	if s == domain.Duplicate {
+		return protocol.StatusDuplicate
+	}
+	return protocol.StatusStored
+}
+
+// PushReply returns a push (or put) reply, protocol.PushReply: one result
+// per message in request order.
+func PushReply(results []domain.PushResult) []byte {
 	b := make([]byte, 0, 16+64*len(results))
 	b = append(b, `{"results":[`...)
 	for i := range results {
@@ -194,19 +216,17 @@ func PushReply(results []store.PushResult) []byte {
 		}
 		b = append(b, `{"partition":`...)
 		b = AppendString(b, r.Partition)
-		if r.Status != store.StatusSpooled {
-			b = append(b, `,"offset":`...)
-			b = strconv.AppendInt(b, r.Offset, 10)
-		}
+		b = append(b, `,"offset":`...)
+		b = strconv.AppendInt(b, r.Offset, 10)
 		b = append(b, `,"status":`...)
-		b = AppendString(b, r.Status)
+		b = AppendString(b, pushStatus(r.Status))
 		b = append(b, '}')
 	}
 	return append(b, "]}"...)
 }
 
 // AckReply returns an ack reply, {"results":[{"ok":true},{"ok":false,"error":"…"}]}.
-func AckReply(results []store.AckResult) []byte {
+func AckReply(results []domain.AckResult) []byte {
 	b := make([]byte, 0, 16+16*len(results))
 	b = append(b, `{"results":[`...)
 	for i := range results {
@@ -226,7 +246,7 @@ func AckReply(results []store.AckResult) []byte {
 
 // RenewReply returns a renew reply,
 // {"results":[{"lease":"l","ok":true,"expires_at":"…"},{"lease":"m","ok":false,"error":"…"}]}.
-func RenewReply(results []store.RenewResult) []byte {
+func RenewReply(results []domain.RenewResult) []byte {
 	b := make([]byte, 0, 16+80*len(results))
 	b = append(b, `{"results":[`...)
 	for i := range results {
@@ -253,7 +273,7 @@ func RenewReply(results []store.RenewResult) []byte {
 // as fit in limit bytes (no limit when limit <= 0), and how many that is.
 // When it leaves some out, next becomes the dlq_id of the last one it holds,
 // which is the store's cursor for the page after it.
-func DLQReply(dls []store.DeadLetter, next string, limit int) ([]byte, int) {
+func DLQReply(dls []domain.DeadLetter, next string, limit int) ([]byte, int) {
 	size := 32 + len(next)
 	for i := range dls {
 		size += 200 + base64.StdEncoding.EncodedLen(len(dls[i].Data))
@@ -289,7 +309,7 @@ func DLQReply(dls []store.DeadLetter, next string, limit int) ([]byte, int) {
 	return append(b, '}'), n
 }
 
-func appendDeadLetter(b []byte, d *store.DeadLetter) []byte {
+func appendDeadLetter(b []byte, d *domain.DeadLetter) []byte {
 	b = append(b, `{"dlq_id":`...)
 	b = AppendString(b, d.DLQID)
 	b = append(b, `,"group":`...)
@@ -309,62 +329,66 @@ func appendDeadLetter(b []byte, d *store.DeadLetter) []byte {
 	b = append(b, `,"dead_at":`...)
 	b = AppendTime(b, d.DeadAt)
 	b = append(b, ',')
-	b = AppendData(b, d.Data)
+	b = AppendData(b, d.Data, d.Encoding)
 	return append(b, '}')
 }
 
-// DoneReply returns the reply of a dead-letter replay or purge, {"done":N}.
-func DoneReply(n int) []byte {
-	b := append(make([]byte, 0, 24), `{"done":`...)
-	b = strconv.AppendInt(b, int64(n), 10)
-	return append(b, '}')
+// marshal encodes a reply shape that cannot fail to encode.
+func marshal(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
 }
 
-// SeekReply is the reply of a seek: how many cursors moved.
-func SeekReply(n int) []byte {
-	b := append(make([]byte, 0, 24), `{"moved":`...)
-	b = strconv.AppendInt(b, int64(n), 10)
-	return append(b, '}')
-}
+// DoneReply returns the reply of a dead-letter replay or purge,
+// protocol.DoneReply.
+func DoneReply(n int) []byte { return marshal(protocol.DoneReply{Done: n}) }
+
+// SeekReply returns the reply of a seek, protocol.SeekReply: how many
+// cursors moved.
+func SeekReply(n int) []byte { return marshal(protocol.SeekReply{Moved: n}) }
 
 // OKReply is the reply of a request that returns nothing else (delete).
-var OKReply = []byte(`{"ok":true}`)
+var OKReply = marshal(protocol.OKReply{OK: true})
 
-// ConfigReply returns a configure reply: the queue's whole configuration.
-func ConfigReply(c store.Config) []byte {
-	b, _ := json.Marshal(c) // a struct of ints and a bool cannot fail
-	return b
+// ConfigReply returns a configure reply: the queue's whole configuration,
+// protocol.QueueConfig.
+func ConfigReply(c domain.QueueConfig) []byte { return marshal(protocol.QueueConfig(c)) }
+
+// InfoReply returns an info reply, protocol.Info, with times in UTC and
+// empty lists as [] (never null).
+func InfoReply(info domain.Info) []byte {
+	out := protocol.Info{
+		Name: info.Name, Config: protocol.QueueConfig(info.Config), CreatedAt: info.CreatedAt.UTC(),
+		Messages: info.Messages, Bytes: info.Bytes, DeadLetters: info.DeadLetters,
+		Partitions: make([]protocol.PartitionInfo, len(info.Partitions)),
+		Groups:     make([]protocol.GroupInfo, len(info.Groups)),
+	}
+	for i, p := range info.Partitions {
+		out.Partitions[i] = protocol.PartitionInfo(p)
+	}
+	for i, g := range info.Groups {
+		out.Groups[i] = protocol.GroupInfo(g)
+	}
+	return marshal(out)
 }
 
-// InfoReply returns an info reply: the queue's settings and figures, with
-// times in UTC and empty lists as [] (never null).
-func InfoReply(info store.Info) []byte {
-	info.CreatedAt = info.CreatedAt.UTC()
-	if info.Partitions == nil {
-		info.Partitions = []store.PartitionInfo{}
+// ListReply returns a list reply, protocol.ListReply: one summary per
+// queue.
+func ListReply(queues []domain.QueueSummary) []byte {
+	out := protocol.ListReply{Queues: make([]protocol.QueueSummary, len(queues))}
+	for i, q := range queues {
+		out.Queues[i] = protocol.QueueSummary(q)
 	}
-	if info.Groups == nil {
-		info.Groups = []store.GroupInfo{}
-	}
-	b, _ := json.Marshal(info) // plain data: cannot fail
-	return b
-}
-
-// ListReply returns a list reply, {"queues":[…]}, one summary per queue.
-func ListReply(queues []store.QueueSummary) []byte {
-	if queues == nil {
-		queues = []store.QueueSummary{}
-	}
-	b, _ := json.Marshal(struct {
-		Queues []store.QueueSummary `json:"queues"`
-	}{queues})
-	return b
+	return marshal(out)
 }
 
 // DataLen returns how many bytes AppendData writes for data, not counting
 // the member name.
-func DataLen(data []byte) int {
-	if IsJSONData(data) {
+func DataLen(data []byte, enc domain.Encoding) int {
+	if isJSON(data, enc) {
 		return len(data)
 	}
 	return base64.StdEncoding.EncodedLen(len(data)) + 2
@@ -373,7 +397,7 @@ func DataLen(data []byte) int {
 // MessageSize returns how many bytes a pop reply spends on m: what
 // AppendPopReply writes for it, plus the comma before it. The store uses it
 // to lease no more than one reply can carry.
-func MessageSize(m *store.Message) int {
+func MessageSize(m *domain.Message) int {
 	var buf [40]byte
 	n := len(`,{"partition":,"offset":,"attempt":,"created_at":"",}`)
 	n += stringLen(m.Partition)
@@ -386,7 +410,7 @@ func MessageSize(m *store.Message) int {
 	}
 	n += len(strconv.AppendInt(buf[:0], int64(m.Attempt), 10))
 	n += len(m.CreatedAt.UTC().AppendFormat(buf[:0], time.RFC3339Nano))
-	if IsJSONData(m.Data) {
+	if isJSON(m.Data, m.Encoding) {
 		n += len(`"data":`) + len(m.Data)
 	} else {
 		n += len(`"data_b64":""`) + base64.StdEncoding.EncodedLen(len(m.Data))

@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/combmq/comb/store"
+	"github.com/combmq/comb/domain"
 )
 
 // replyMessage reads a pop reply's message the way any client would.
@@ -81,7 +81,7 @@ func TestIsJSONData(t *testing.T) {
 func TestPopReply(t *testing.T) {
 	t.Parallel()
 	created := time.Date(2026, 11, 30, 10, 0, 0, 123456000, time.FixedZone("x", 3600))
-	msgs := []store.Message{
+	msgs := []domain.Message{
 		{Partition: "eu", Offset: 17, ID: "order-7", Lease: "l-9f2c", Attempt: 1, CreatedAt: created, Data: []byte(`{"sku": 42}`)},
 		{Partition: "default", Offset: 0, Attempt: 2, CreatedAt: created, Data: []byte{0, 1, 2}},
 		{Partition: "p\"q", Offset: 1, Attempt: 1, CreatedAt: created, Data: []byte{}},
@@ -106,9 +106,9 @@ func TestPopReply(t *testing.T) {
 	require.Equal(t, `{"messages":[]}`, string(b))
 
 	// A limit keeps a prefix that fits.
-	big := make([]store.Message, 10)
+	big := make([]domain.Message, 10)
 	for i := range big {
-		big[i] = store.Message{Partition: "p", Offset: int64(i), Data: []byte(strings.Repeat("x", 100))}
+		big[i] = domain.Message{Partition: "p", Offset: int64(i), Data: []byte(strings.Repeat("x", 100))}
 	}
 	full, _ := PopReply(big, 0)
 	for _, limit := range []int{len(full), len(full) - 1, 500, 200, 20} {
@@ -131,23 +131,23 @@ func TestPopReply(t *testing.T) {
 
 func TestReplies(t *testing.T) {
 	t.Parallel()
-	require.Equal(t, `{"results":[{"partition":"eu","offset":17,"status":"stored"},{"partition":"default","status":"spooled"}]}`,
-		string(PushReply([]store.PushResult{{Partition: "eu", Offset: 17, Status: "stored"}, {Partition: "default", Status: "spooled"}})))
+	require.Equal(t, `{"results":[{"partition":"eu","offset":17,"status":"stored"},{"partition":"default","offset":4,"status":"duplicate"}]}`,
+		string(PushReply([]domain.PushResult{{Partition: "eu", Offset: 17, Status: domain.Stored}, {Partition: "default", Offset: 4, Status: domain.Duplicate}})))
 	require.Equal(t, `{"results":[{"ok":true},{"ok":false,"error":"lease expired"}]}`,
-		string(AckReply([]store.AckResult{{OK: true}, {Error: "lease expired"}})))
+		string(AckReply([]domain.AckResult{{OK: true}, {Error: "lease expired"}})))
 	exp := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	require.Equal(t, `{"results":[{"lease":"l-1","ok":true,"expires_at":"2026-01-02T03:04:05Z"},{"lease":"l-2","ok":false,"error":"unknown lease"}]}`,
-		string(RenewReply([]store.RenewResult{{Lease: "l-1", OK: true, ExpiresAt: exp}, {Lease: "l-2", Error: "unknown lease"}})))
-	dl := store.DeadLetter{DLQID: "d-31", Group: "billing", Partition: "eu", Offset: 17, ID: "order-7",
+		string(RenewReply([]domain.RenewResult{{Lease: "l-1", OK: true, ExpiresAt: exp}, {Lease: "l-2", Error: "unknown lease"}})))
+	dl := domain.DeadLetter{DLQID: "d-31", Group: "billing", Partition: "eu", Offset: 17, ID: "order-7",
 		Attempts: 3, Reason: "failed", DeadAt: exp, Data: []byte(`{"sku":42}`)}
-	b, n := DLQReply([]store.DeadLetter{dl}, "d-31", 0)
+	b, n := DLQReply([]domain.DeadLetter{dl}, "d-31", 0)
 	require.Equal(t, 1, n)
 	require.Equal(t, `{"dead_letters":[{"dlq_id":"d-31","group":"billing","partition":"eu","offset":17,"id":"order-7",`+
 		`"attempts":3,"reason":"failed","dead_at":"2026-01-02T03:04:05Z","data":{"sku":42}}],"next":"d-31"}`, string(b))
 	b, _ = DLQReply(nil, "", 0)
 	require.Equal(t, `{"dead_letters":[],"next":""}`, string(b))
 	// Over the limit: a prefix, and next points after it.
-	dls := make([]store.DeadLetter, 20)
+	dls := make([]domain.DeadLetter, 20)
 	for i := range dls {
 		dls[i] = dl
 		dls[i].DLQID = "d-" + strconv.Itoa(i+1)
@@ -165,15 +165,15 @@ func TestReplies(t *testing.T) {
 	require.Equal(t, "d-"+strconv.Itoa(n), page.Next)
 	require.Equal(t, `{"done":3}`, string(DoneReply(3)))
 	require.Equal(t, `{"queues":[]}`, string(ListReply(nil)))
-	info := InfoReply(store.Info{Name: "q", Config: store.DefaultConfig()})
+	info := InfoReply(domain.Info{Name: "q", Config: domain.DefaultQueueConfig()})
 	require.Contains(t, string(info), `"partitions":[],"groups":[]`)
-	require.Contains(t, string(ConfigReply(store.DefaultConfig())), `"lease_ms":30000`)
+	require.Contains(t, string(ConfigReply(domain.DefaultQueueConfig())), `"lease_ms":30000`)
 }
 
 func BenchmarkPopReply(b *testing.B) {
-	msgs := make([]store.Message, 1000)
+	msgs := make([]domain.Message, 1000)
 	for i := range msgs {
-		msgs[i] = store.Message{Partition: "p-1", Offset: int64(i), ID: "id", Lease: "l-123456", Attempt: 1,
+		msgs[i] = domain.Message{Partition: "p-1", Offset: int64(i), ID: "id", Lease: "l-123456", Attempt: 1,
 			CreatedAt: time.Now(), Data: []byte(`{"sku":42,"name":"a widget","tags":["x","y"],"price":12.5}`)}
 	}
 	b.ReportAllocs()

@@ -11,7 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/combmq/comb/store"
+	"github.com/combmq/comb/domain"
+	"github.com/combmq/comb/protocol"
 )
 
 // The seed corpora below run as ordinary tests; `go test -fuzz FuzzX`
@@ -25,18 +26,18 @@ func FuzzQueueName(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		err := ValidateQueue(s)
-		want := queueRule.MatchString(s) && len(s) <= MaxQueueBytes
+		err := protocol.ValidateQueue(s)
+		want := queueRule.MatchString(s) && len(s) <= protocol.MaxQueueBytes
 		require.Equal(t, want, err == nil, "%q: %v", s, err)
 		if err != nil {
-			we, ok := AsError(err)
+			we, ok := protocol.AsError(err)
 			require.True(t, ok)
 			require.Equal(t, 400, we.Code)
 		}
-		verb, queue, perr := ParseSubject("comb", "comb.pop."+s)
+		verb, queue, perr := protocol.ParseSubject("comb", "comb.pop."+s)
 		if err == nil {
 			require.NoError(t, perr)
-			require.Equal(t, VerbPop, verb)
+			require.Equal(t, protocol.VerbPop, verb)
 			require.Equal(t, s, queue)
 		} else {
 			require.Error(t, perr)
@@ -49,12 +50,12 @@ func FuzzName(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		if ValidateName("partition", s) != nil {
+		if protocol.ValidateName("partition", s) != nil {
 			return
 		}
 		require.True(t, utf8.ValidString(s))
 		require.NotEmpty(t, s)
-		require.LessOrEqual(t, len(s), MaxNameBytes)
+		require.LessOrEqual(t, len(s), protocol.MaxNameBytes)
 		for _, r := range s {
 			require.False(t, r < 0x20 || (r >= 0x7f && r < 0xa0) || r == 0x2028 || r == 0x2029, "%q", s)
 		}
@@ -91,22 +92,25 @@ func FuzzDataRoundTrip(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		trimmed := len(bytes.TrimLeft(data, " \t\r\n")) == len(data) && len(bytes.TrimRight(data, " \t\r\n")) == len(data)
 		require.Equal(t, utf8.Valid(data) && json.Valid(data) && trimmed, IsJSONData(data), "%q", data)
-		member := AppendData(nil, data)
+		member := AppendData(nil, data, domain.EncodingUnknown)
+		require.Equal(t, string(member), string(AppendData(nil, data, EncodingOf(data))), "a recorded encoding writes what a check of the bytes would")
 		name := len(`"data":`)
 		if !IsJSONData(data) {
 			name = len(`"data_b64":`)
 		}
-		require.Equal(t, len(member)-name, DataLen(data))
+		require.Equal(t, len(member)-name, DataLen(data, domain.EncodingUnknown))
+		require.Equal(t, len(member)-name, DataLen(data, EncodingOf(data)))
 		body := append([]byte(`{"messages":[{`), member...)
 		body = append(body, "}]}"...)
 		msgs, err := DecodePush(body, Limits{})
 		require.NoError(t, err, "%s", body)
 		require.Len(t, msgs, 1)
 		require.Equal(t, string(data), string(msgs[0].Data))
+		require.Equal(t, EncodingOf(data), msgs[0].Encoding, "the push records the encoding a reply needs")
 
-		msg := store.Message{Partition: "p\"" + string(data), ID: string(data), Lease: "l", Offset: int64(len(data)),
+		msg := domain.Message{Encoding: msgs[0].Encoding, Partition: "p\"" + string(data), ID: string(data), Lease: "l", Offset: int64(len(data)),
 			Attempt: 1, Data: data, CreatedAt: time.Unix(int64(len(data)), int64(len(data))*1000)}
-		reply, n := PopReply([]store.Message{msg}, 0)
+		reply, n := PopReply([]domain.Message{msg}, 0)
 		require.Equal(t, 1, n)
 		require.Equal(t, len(reply)-len(`{"messages":[]}`)+1, MessageSize(&msg), "MessageSize counts the comma")
 		require.Equal(t, len(AppendString(nil, string(data))), stringLen(string(data)))
@@ -128,7 +132,7 @@ func FuzzDecodePush(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		msgs, err := DecodePush(body, lim)
 		if err != nil {
-			we, ok := AsError(err)
+			we, ok := protocol.AsError(err)
 			require.True(t, ok, "%v", err)
 			require.Contains(t, []int{400, 413}, we.Code)
 			require.NotEmpty(t, we.Message)
@@ -136,14 +140,14 @@ func FuzzDecodePush(f *testing.F) {
 		}
 		require.NotEmpty(t, msgs)
 		for _, m := range msgs {
-			require.NoError(t, ValidateName("partition", m.Partition))
-			require.LessOrEqual(t, len(m.ID), MaxIDBytes)
+			require.NoError(t, protocol.ValidateName("partition", m.Partition))
+			require.LessOrEqual(t, len(m.ID), protocol.MaxIDBytes)
 			require.LessOrEqual(t, len(m.Data), lim.MaxMessageBytes)
 		}
 		// Every decoded message's bytes survive a pop reply.
-		out := make([]store.Message, len(msgs))
+		out := make([]domain.Message, len(msgs))
 		for i, m := range msgs {
-			out[i] = store.Message{Partition: m.Partition, ID: m.ID, Data: m.Data}
+			out[i] = domain.Message{Partition: m.Partition, ID: m.ID, Data: m.Data, Encoding: m.Encoding}
 		}
 		reply, n := PopReply(out, 0)
 		require.Equal(t, len(out), n)
@@ -163,7 +167,7 @@ func FuzzDecodePush(f *testing.F) {
 			re = append(re, `,"id":`...)
 			re = AppendString(re, m.ID)
 			re = append(re, ',')
-			re = AppendData(re, m.Data)
+			re = AppendData(re, m.Data, m.Encoding)
 			re = append(re, '}')
 		}
 		re = append(re, "]}"...)
@@ -184,22 +188,22 @@ func FuzzDecodePop(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		p, err := DecodePop(body)
 		if err != nil {
-			we, ok := AsError(err)
+			we, ok := protocol.AsError(err)
 			require.True(t, ok, "%v", err)
 			require.Equal(t, 400, we.Code)
 			return
 		}
-		r := p.Request
-		require.NoError(t, ValidateName("group", r.Group))
+		r := p.Params
+		require.NoError(t, protocol.ValidateName("group", r.Group))
 		if r.Partition != "" {
-			require.NoError(t, ValidateName("partition", r.Partition))
+			require.NoError(t, protocol.ValidateName("partition", r.Partition))
 			require.Equal(t, 1, r.Partitions)
 		}
-		require.True(t, r.Max >= 1 && r.Max <= MaxPopMessages)
-		require.True(t, r.Partitions >= 1 && r.Partitions <= MaxPopPartitions)
-		require.True(t, p.Wait >= 0 && p.Wait <= MaxWaitMS*time.Millisecond)
-		require.True(t, r.LeaseMS == 0 || (r.LeaseMS >= MinLeaseMS && r.LeaseMS <= MaxLeaseMS))
-		require.Contains(t, []string{"all", "new", "time"}, r.From.Kind)
+		require.True(t, r.Max >= 1 && r.Max <= protocol.MaxPopMessages)
+		require.True(t, r.Partitions >= 1 && r.Partitions <= protocol.MaxPopPartitions)
+		require.True(t, p.Wait >= 0 && p.Wait <= protocol.MaxWaitMS*time.Millisecond)
+		require.True(t, r.LeaseMS == 0 || (r.LeaseMS >= protocol.MinLeaseMS && r.LeaseMS <= protocol.MaxLeaseMS))
+		require.Contains(t, []domain.StartKind{domain.StartAll, domain.StartNew, domain.StartTime}, r.From.Kind)
 	})
 }
 
@@ -212,18 +216,18 @@ func FuzzDecodeAck(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		group, acks, err := DecodeAck(body)
 		if err != nil {
-			we, ok := AsError(err)
+			we, ok := protocol.AsError(err)
 			require.True(t, ok, "%v", err)
 			require.Contains(t, []int{400, 413}, we.Code)
 			return
 		}
-		require.NoError(t, ValidateName("group", group))
+		require.NoError(t, protocol.ValidateName("group", group))
 		require.NotEmpty(t, acks)
 		for _, a := range acks {
-			require.Contains(t, []string{store.AckCompleted, store.AckRetry, store.AckFailed, store.AckDead}, a.Status)
+			require.Contains(t, []domain.AckStatus{domain.AckCompleted, domain.AckRetry, domain.AckFailed, domain.AckDead}, a.Status)
 			require.GreaterOrEqual(t, a.Offset, int64(0))
 			require.NotEmpty(t, a.Lease)
-			require.NoError(t, ValidateName("partition", a.Partition))
+			require.NoError(t, protocol.ValidateName("partition", a.Partition))
 		}
 	})
 }
@@ -236,13 +240,13 @@ func FuzzDecodeConfigure(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		p, err := DecodeConfigure(body)
 		if err != nil {
-			we, ok := AsError(err)
+			we, ok := protocol.AsError(err)
 			require.True(t, ok, "%v", err)
 			require.Equal(t, 400, we.Code)
 			return
 		}
 		if p.LeaseMS != nil {
-			require.True(t, *p.LeaseMS >= MinLeaseMS && *p.LeaseMS <= MaxLeaseMS)
+			require.True(t, *p.LeaseMS >= protocol.MinLeaseMS && *p.LeaseMS <= protocol.MaxLeaseMS)
 		}
 		if p.MaxAttempts != nil {
 			require.True(t, *p.MaxAttempts >= 1)
@@ -262,14 +266,14 @@ func FuzzDecodeDLQ(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		d, err := DecodeDLQ(body)
 		if err != nil {
-			we, ok := AsError(err)
+			we, ok := protocol.AsError(err)
 			require.True(t, ok, "%v", err)
 			require.Contains(t, []int{400, 413}, we.Code)
 			return
 		}
 		switch d.Op {
 		case DLQList:
-			require.True(t, d.Query.Limit >= 1 && d.Query.Limit <= MaxDLQLimit)
+			require.True(t, d.Params.Limit >= 1 && d.Params.Limit <= protocol.MaxDLQLimit)
 		case DLQReplay, DLQPurge:
 			require.NotEmpty(t, d.IDs)
 		default:
@@ -285,16 +289,16 @@ func FuzzDecodeSeek(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		s, err := DecodeSeek(body)
 		if err != nil {
-			we, ok := AsError(err)
+			we, ok := protocol.AsError(err)
 			require.True(t, ok, "%v", err)
 			require.Equal(t, 400, we.Code)
 			return
 		}
 		// Whatever decodes names a valid group and a place to go.
-		require.NoError(t, ValidateName("group", s.Group))
+		require.NoError(t, protocol.ValidateName("group", s.Group))
 		if s.Partition != "" {
-			require.NoError(t, ValidateName("partition", s.Partition))
+			require.NoError(t, protocol.ValidateName("partition", s.Partition))
 		}
-		require.Contains(t, []string{"all", "new", "time"}, s.To.Kind)
+		require.Contains(t, []domain.StartKind{domain.StartAll, domain.StartNew, domain.StartTime}, s.To.Kind)
 	})
 }

@@ -8,6 +8,9 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"unicode/utf8"
+
+	"github.com/combmq/comb/protocol"
 )
 
 // decodeObject decodes body, a JSON object, into v, rejecting unknown fields
@@ -16,7 +19,10 @@ import (
 //
 // encoding/json matches field names case-insensitively and lets a repeated
 // key win over an earlier one; we accept both rather than pay for a second
-// pass over every body.
+// pass over every body. It also turns invalid UTF-8 and lone surrogate
+// escapes in strings into U+FFFD, which would let different bytes alias
+// one name: those bodies are refused first, naming the field (these bodies
+// carry names, leases and times, never message bytes).
 func decodeObject(body []byte, v any) error {
 	i := skipSpace(body, 0)
 	if i == len(body) {
@@ -25,6 +31,15 @@ func decodeObject(body []byte, v any) error {
 	if body[i] != '{' {
 		return badRequest("request body must be a JSON object")
 	}
+	if err := checkStrings(body); err != nil {
+		return err
+	}
+	return decodeJSON(body, v)
+}
+
+// decodeJSON is decodeObject without the string check, for a body that
+// starts with '{'.
+func decodeJSON(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -41,7 +56,7 @@ func decodeObject(body []byte, v any) error {
 // error with its index ("messages[3].data_b64: …"). The whole-body decoder
 // reports type errors and unknown fields without an index; this runs only
 // on that error path, to tell the client which element is wrong.
-func decodeElements(body []byte, field string, newElem func() any) *Error {
+func decodeElements(body []byte, field string, newElem func() any) *protocol.Error {
 	var top map[string]json.RawMessage
 	if json.Unmarshal(body, &top) != nil {
 		return nil
@@ -68,7 +83,7 @@ func decodeElements(body []byte, field string, newElem func() any) *Error {
 
 // jsonError turns an encoding/json error into a 400 that names the field
 // (prefixed with path) and what was expected, in words a client can act on.
-func jsonError(err error, path string) *Error {
+func jsonError(err error, path string) *protocol.Error {
 	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError
 	switch {
@@ -136,4 +151,82 @@ func skipSpace(b []byte, i int) int {
 		}
 	}
 	return i
+}
+
+// checkStrings refuses a body with a string that encoding/json would not
+// decode to its own bytes: invalid UTF-8, or a \u escape of a lone
+// surrogate. The common body is valid UTF-8 without surrogate escapes and
+// costs one pass; the others are walked to name the field. A body that is
+// not JSON passes, for encoding/json to describe.
+func checkStrings(body []byte) error {
+	if utf8.Valid(body) && !mayHaveSurrogate(body) {
+		return nil
+	}
+	p := pushParser{b: body}
+	p.ws()
+	err := p.walkStrings("")
+	if we, ok := protocol.AsError(err); ok && strings.HasPrefix(we.Message, "@") {
+		return badRequest("%s", we.Message[1:])
+	}
+	return nil
+}
+
+// mayHaveSurrogate reports whether b holds \uD800-\uDFFF (either case); it
+// may be wrong about an escaped backslash followed by "ud8…", which only
+// costs a walk.
+func mayHaveSurrogate(b []byte) bool {
+	for {
+		i := bytes.Index(b, []byte(`\u`))
+		if i < 0 || i+3 >= len(b) {
+			return false
+		}
+		if c, d := b[i+2], b[i+3]; (c == 'd' || c == 'D') && strings.IndexByte("89abcdefABCDEF", d) >= 0 {
+			return true
+		}
+		b = b[i+2:]
+	}
+}
+
+// walkStrings walks the value at p.i and returns, for the first string
+// whose value is not its bytes, a 400 whose message starts with "@" (so the
+// caller can tell it from a syntax error): "acks[2].partition: invalid
+// UTF-8 at byte 31".
+func (p *pushParser) walkStrings(path string) error {
+	if p.i >= len(p.b) {
+		return p.eof()
+	}
+	switch p.b[p.i] {
+	case '{':
+		return p.object(func(key []byte) error {
+			p.ws()
+			return p.walkStrings(joinPath(path, string(key)))
+		})
+	case '[':
+		p.i++
+		for n := 0; ; n++ {
+			p.ws()
+			if n == 0 && p.i < len(p.b) && p.b[p.i] == ']' {
+				p.i++
+				return nil
+			}
+			if err := p.walkStrings(path + "[" + strconv.Itoa(n) + "]"); err != nil {
+				return err
+			}
+			if done, err := p.sep(']', "after array element"); err != nil || done {
+				return err
+			}
+		}
+	case '"':
+		if _, err := p.str(); err != nil {
+			return err
+		}
+		if p.bad != nil {
+			if path == "" {
+				path = "request body"
+			}
+			return badRequest("@%s: %s at byte %d", path, p.bad.what, p.bad.at)
+		}
+		return nil
+	}
+	return p.value(1)
 }

@@ -3,11 +3,13 @@ package wire
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
 
-	"github.com/combmq/comb/store"
+	"github.com/combmq/comb/domain"
+	"github.com/combmq/comb/protocol"
 )
 
 // A push body is parsed by hand: it is the one request that carries many
@@ -27,6 +29,16 @@ type pushParser struct {
 	// quiet makes errors the bare errNotJSON, for validity checks that
 	// only want a yes or no and must not pay for messages.
 	quiet bool
+	// bad records the first thing the last str call replaced with U+FFFD
+	// (invalid UTF-8, a lone surrogate escape), as encoding/json would: a
+	// name must be refused rather than stored under the replacement.
+	bad *strProblem
+}
+
+// strProblem is where a string stopped being the bytes it decodes to.
+type strProblem struct {
+	at   int    // byte offset in the body
+	what string // "invalid UTF-8" or `a lone surrogate \ud800`
 }
 
 var errNotJSON = errors.New("not JSON")
@@ -162,11 +174,18 @@ func (p *pushParser) optString(dst *string, n int, field string) error {
 	return nil
 }
 
+// stringField parses a string field of message n, refusing one that is not
+// valid UTF-8 or holds a lone surrogate: different bytes must never alias
+// one name.
 func (p *pushParser) stringField(n int, field string) (string, error) {
 	if p.i >= len(p.b) || p.b[p.i] != '"' {
 		return "", p.typeError("messages["+strconv.Itoa(n)+"]."+field, "a string")
 	}
-	return p.str()
+	s, err := p.str()
+	if err == nil && p.bad != nil {
+		return "", badRequest("messages[%d].%s: %s at byte %d", n, field, p.bad.what, p.bad.at)
+	}
+	return s, err
 }
 
 // object parses an object at p.i ('{' checked by the caller), calling
@@ -225,8 +244,10 @@ func (p *pushParser) key() ([]byte, error) {
 }
 
 // str parses a JSON string at p.i and returns its value, as encoding/json
-// would: invalid UTF-8 and lone surrogates become U+FFFD.
+// would: invalid UTF-8 and lone surrogates become U+FFFD, and p.bad says
+// where the first was.
 func (p *pushParser) str() (string, error) {
+	p.bad = nil
 	p.i++ // opening quote
 	start := p.i
 	// Fast path: no escapes, ASCII or valid UTF-8.
@@ -305,6 +326,7 @@ func (p *pushParser) strSlow(start int) (string, error) {
 						r = dec
 						j += 6
 					} else {
+						p.note(j-6, fmt.Sprintf("a lone surrogate \\u%04x", r))
 						r = utf8.RuneError
 					}
 				}
@@ -318,12 +340,22 @@ func (p *pushParser) strSlow(start int) (string, error) {
 			j++
 		default:
 			r, size := utf8.DecodeRune(p.b[j:])
+			if r == utf8.RuneError && size == 1 {
+				p.note(j, "invalid UTF-8")
+			}
 			out = utf8.AppendRune(out, r) // RuneError for invalid bytes, as encoding/json
 			j += size
 		}
 	}
 	p.i = len(p.b)
 	return "", p.eof()
+}
+
+// note records the first problem of the string being parsed.
+func (p *pushParser) note(at int, what string) {
+	if p.bad == nil {
+		p.bad = &strProblem{at: at, what: what}
+	}
 }
 
 func hex4(b []byte, i int) (rune, bool) {
@@ -630,14 +662,14 @@ func quoteChar(c byte) string {
 }
 
 // toPushMessages applies the message checks to parsed messages.
-func toPushMessages(raw []rawMessage, lim Limits) ([]store.PushMessage, error) {
+func toPushMessages(raw []rawMessage, lim Limits) ([]domain.PushMessage, error) {
 	if len(raw) == 0 {
 		return nil, badRequest("messages: at least one message is required")
 	}
-	if len(raw) > MaxPushMessages {
-		return nil, Errorf(CodeTooLarge, "messages: %d messages, at most %d per push", len(raw), MaxPushMessages)
+	if len(raw) > protocol.MaxPushMessages {
+		return nil, protocol.Errorf(protocol.CodeTooLarge, "messages: %d messages, at most %d per push", len(raw), protocol.MaxPushMessages)
 	}
-	out := make([]store.PushMessage, len(raw))
+	out := make([]domain.PushMessage, len(raw))
 	for i := range raw {
 		m := &raw[i]
 		pm, err := checkMessage(m.partition, m.id, "partition", "id")
@@ -648,18 +680,23 @@ func toPushMessages(raw []rawMessage, lim Limits) ([]store.PushMessage, error) {
 		case m.data != nil && m.b64 != nil:
 			return nil, badRequest("messages[%d]: both data and data_b64 given; send exactly one", i)
 		case m.data != nil:
-			pm.Data = m.data
+			// The parser checked the JSON and sliced it without the space
+			// around it; only its strings may hold invalid UTF-8.
+			pm.Data, pm.Encoding = m.data, domain.EncodingJSON
+			if !utf8.Valid(m.data) {
+				pm.Encoding = domain.EncodingBinary
+			}
 		case m.b64 != nil:
 			data, err := decodeBase64(*m.b64)
 			if err != nil {
 				return nil, badRequest("messages[%d].data_b64: %v", i, err)
 			}
-			pm.Data = data
+			pm.Data, pm.Encoding = data, EncodingOf(data)
 		default:
 			return nil, badRequest("messages[%d]: one of data or data_b64 is required (an empty message is \"data_b64\":\"\")", i)
 		}
 		if lim.MaxMessageBytes > 0 && len(pm.Data) > lim.MaxMessageBytes {
-			return nil, Errorf(CodeTooLarge, "messages[%d]: message is %d bytes, over the limit of %d", i, len(pm.Data), lim.MaxMessageBytes)
+			return nil, protocol.Errorf(protocol.CodeTooLarge, "messages[%d]: message is %d bytes, over the limit of %d", i, len(pm.Data), lim.MaxMessageBytes)
 		}
 		out[i] = pm
 	}

@@ -1,43 +1,37 @@
 package wire
 
 import (
-	"encoding/json"
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/combmq/comb/store"
+	"github.com/combmq/comb/domain"
+	"github.com/combmq/comb/protocol"
 )
 
 // The push decoder is a hand-written parser; this is the straightforward
 // encoding/json decoder it replaced, kept as the reference it must agree
 // with.
 
-// pushJSON is a push request body.
-type pushJSON struct {
-	Messages []pushMessageJSON `json:"messages"`
-}
-
-// pushMessageJSON is one message of a push. Data is json.RawMessage so the
-// message's bytes are kept exactly as they appear in the request.
-type pushMessageJSON struct {
-	Partition string          `json:"partition"`
-	ID        string          `json:"id"`
-	Data      json.RawMessage `json:"data"`
-	DataB64   *string         `json:"data_b64"`
-}
-
 // decodePushReflect decodes a push body with encoding/json.
-func decodePushReflect(body []byte, lim Limits) ([]store.PushMessage, error) {
+// It decodes into protocol.PushRequest, the shape clients encode, and leaves
+// out decodeObject's string check: message data may hold invalid UTF-8
+// inside its strings, which the hand-written parser allows there and
+// refuses only in names.
+func decodePushReflect(body []byte, lim Limits) ([]domain.PushMessage, error) {
 	if err := lim.checkRequest(body); err != nil {
 		return nil, err
 	}
-	var req pushJSON
-	if err := decodeObject(body, &req); err != nil {
-		if we, _ := AsError(err); we != nil && !isSyntax(we) {
-			if located := decodeElements(body, "messages", func() any { return new(pushMessageJSON) }); located != nil {
+	var req protocol.PushRequest
+	if i := skipSpace(body, 0); i < len(body) && body[i] != '{' {
+		return nil, badRequest("request body must be a JSON object")
+	}
+	if err := decodeJSONOrEmpty(body, &req); err != nil {
+		if we, _ := protocol.AsError(err); we != nil && !isSyntax(we) {
+			if located := decodeElements(body, "messages", func() any { return new(protocol.PushMessage) }); located != nil {
 				return nil, located
 			}
 		}
@@ -46,10 +40,10 @@ func decodePushReflect(body []byte, lim Limits) ([]store.PushMessage, error) {
 	if len(req.Messages) == 0 {
 		return nil, badRequest("messages: at least one message is required")
 	}
-	if len(req.Messages) > MaxPushMessages {
-		return nil, Errorf(CodeTooLarge, "messages: %d messages, at most %d per push", len(req.Messages), MaxPushMessages)
+	if len(req.Messages) > protocol.MaxPushMessages {
+		return nil, protocol.Errorf(protocol.CodeTooLarge, "messages: %d messages, at most %d per push", len(req.Messages), protocol.MaxPushMessages)
 	}
-	out := make([]store.PushMessage, len(req.Messages))
+	out := make([]domain.PushMessage, len(req.Messages))
 	for i := range req.Messages {
 		m := &req.Messages[i]
 		pm, err := checkMessage(m.Partition, m.ID, "partition", "id")
@@ -60,27 +54,42 @@ func decodePushReflect(body []byte, lim Limits) ([]store.PushMessage, error) {
 		case m.Data != nil && m.DataB64 != nil:
 			return nil, badRequest("messages[%d]: both data and data_b64 given; send exactly one", i)
 		case m.Data != nil:
-			pm.Data = m.Data
+			pm.Data, pm.Encoding = m.Data, EncodingOf(m.Data)
 		case m.DataB64 != nil:
 			data, err := decodeBase64(*m.DataB64)
 			if err != nil {
 				return nil, badRequest("messages[%d].data_b64: %v", i, err)
 			}
-			pm.Data = data
+			pm.Data, pm.Encoding = data, EncodingOf(data)
 		default:
 			return nil, badRequest("messages[%d]: one of data or data_b64 is required (an empty message is \"data_b64\":\"\")", i)
 		}
 		if lim.MaxMessageBytes > 0 && len(pm.Data) > lim.MaxMessageBytes {
-			return nil, Errorf(CodeTooLarge, "messages[%d]: message is %d bytes, over the limit of %d", i, len(pm.Data), lim.MaxMessageBytes)
+			return nil, protocol.Errorf(protocol.CodeTooLarge, "messages[%d]: message is %d bytes, over the limit of %d", i, len(pm.Data), lim.MaxMessageBytes)
 		}
 		out[i] = pm
 	}
 	return out, nil
 }
 
+func decodeJSONOrEmpty(body []byte, v any) error {
+	if skipSpace(body, 0) == len(body) {
+		return nil
+	}
+	return decodeJSON(body, v)
+}
+
+// isNameMangled reports whether an error of the parser says a partition or
+// id was not its bytes (invalid UTF-8, a lone surrogate).
+func isNameMangled(err error) bool {
+	we, ok := protocol.AsError(err)
+	return ok && (strings.Contains(we.Message, "invalid UTF-8 at byte") || strings.Contains(we.Message, "lone surrogate"))
+}
+
 // FuzzPushParserMatchesEncodingJSON checks that the hand-written push
 // parser accepts exactly the bodies encoding/json accepts, with the same
-// messages.
+// messages, except one whose partition or id encoding/json would decode to
+// U+FFFD in place of bytes that are not UTF-8: the parser refuses those.
 func FuzzPushParserMatchesEncodingJSON(f *testing.F) {
 	for _, s := range []string{
 		`{"messages":[{"partition":"eu","id":"order-7","data":{"sku":42}},{"data_b64":"AAEC"}]}`,
@@ -102,9 +111,17 @@ func FuzzPushParserMatchesEncodingJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		got, gotErr := DecodePush(body, Limits{})
 		want, wantErr := decodePushReflect(body, Limits{})
+		if wantErr == nil && isNameMangled(gotErr) {
+			mangled := false
+			for _, m := range want {
+				mangled = mangled || strings.ContainsRune(m.Partition+m.ID, utf8.RuneError)
+			}
+			require.True(t, mangled, "refused %q (%v), but encoding/json decodes no name to U+FFFD", body, gotErr)
+			return
+		}
 		if wantErr != nil || gotErr != nil {
 			require.Equal(t, wantErr == nil, gotErr == nil, "accept/reject differ on %q: parser %v, encoding/json %v", body, gotErr, wantErr)
-			we, ok := AsError(gotErr)
+			we, ok := protocol.AsError(gotErr)
 			require.True(t, ok)
 			require.Contains(t, []int{400, 413}, we.Code)
 			return
@@ -114,6 +131,7 @@ func FuzzPushParserMatchesEncodingJSON(f *testing.F) {
 			require.Equal(t, want[i].Partition, got[i].Partition, "message %d of %q", i, body)
 			require.Equal(t, want[i].ID, got[i].ID)
 			require.Equal(t, string(want[i].Data), string(got[i].Data))
+			require.Equal(t, want[i].Encoding, got[i].Encoding)
 		}
 	})
 }

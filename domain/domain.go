@@ -1,0 +1,275 @@
+// Package domain is what Comb's queues, messages, pops and acks are, apart
+// from their JSON form (package protocol) and their PostgreSQL form
+// (package store): queue settings with their one validation, the requests
+// the bridge hands the store, and the outcomes the store returns.
+//
+// Requests are read-only inputs: the store never writes into them, and
+// returns its results instead (River's X(ctx, params) (results, error)).
+// The decoders of package wire fill every default, so a request reaches the
+// store with its names and numbers already checked.
+package domain
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Sentinel errors callers branch on. The bridge maps them to wire codes:
+// ErrInvalid 400, ErrNotFound 404, ErrConflict 409, ErrTooLarge 413,
+// ErrLimit 429, ErrUnavailable 503.
+var (
+	ErrInvalid     = errors.New("invalid request")
+	ErrNotFound    = errors.New("not found")
+	ErrConflict    = errors.New("conflict")
+	ErrTooLarge    = errors.New("too large")
+	ErrLimit       = errors.New("limit reached")
+	ErrUnavailable = errors.New("postgresql unavailable")
+)
+
+// Invalidf returns an error that matches ErrInvalid and says only the
+// formatted message, for the client to read as it is ("lease_ms: 50 is out
+// of range 100..86400000").
+func Invalidf(format string, args ...any) error {
+	return &invalidError{fmt.Sprintf(format, args...)}
+}
+
+type invalidError struct{ msg string }
+
+func (e *invalidError) Error() string        { return e.msg }
+func (e *invalidError) Is(target error) bool { return target == ErrInvalid }
+
+// Encoding says whether a message's bytes are JSON that a reply may carry
+// as is ("data"), or bytes that travel as base64 ("data_b64"). It is known
+// when the message is pushed and stored with it, so a pop encodes its
+// reply without looking at the bytes again.
+type Encoding uint8
+
+const (
+	// EncodingUnknown: stored before encodings were recorded; a reply must
+	// check the bytes.
+	EncodingUnknown Encoding = iota
+	// EncodingJSON: one JSON value, valid UTF-8, no space around it.
+	EncodingJSON
+	// EncodingBinary: anything else.
+	EncodingBinary
+)
+
+// PushMessage is one message to append.
+type PushMessage struct {
+	Partition string // never empty: the decoder fills the default
+	ID        string // optional producer id, for deduplication
+	Data      []byte
+	Encoding  Encoding
+}
+
+// PushParams is one client's push: messages for one queue. A queue that
+// does not exist is created with DefaultQueueConfig.
+type PushParams struct {
+	Queue    string
+	Messages []PushMessage
+}
+
+// PushStatus is what became of a pushed message.
+type PushStatus uint8
+
+const (
+	// Stored: durable in PostgreSQL at its offset.
+	Stored PushStatus = iota + 1
+	// Duplicate: a message with the same producer id is stored already;
+	// the offset is the original's.
+	Duplicate
+)
+
+// PushResult is the outcome of one pushed message.
+type PushResult struct {
+	Partition string
+	Offset    int64
+	Status    PushStatus
+}
+
+// PushOutcome is the outcome of one PushParams: a result per message, in
+// order, or the error that refused the whole request (a limit, a message
+// too large, the transaction failing).
+type PushOutcome struct {
+	Results []PushResult
+	Err     error
+}
+
+// StartKind says where a cursor starts.
+type StartKind uint8
+
+const (
+	// StartAll: the oldest retained message.
+	StartAll StartKind = iota
+	// StartNew: past the newest message.
+	StartNew
+	// StartTime: the first message pushed at or after a time.
+	StartTime
+)
+
+// Start says where a group that has never read a partition starts (a
+// pop's from), or where a seek moves a group (its to).
+type Start struct {
+	Kind StartKind
+	Time time.Time // with StartTime
+}
+
+// PopParams asks for the next messages of a queue for a consumer group.
+type PopParams struct {
+	Queue      string
+	Group      string // never empty: the decoder fills the default
+	Partition  string // empty means any partition with messages ready
+	Max        int    // most messages returned, at least 1
+	Partitions int    // most partitions leased, at least 1
+	LeaseMS    int64  // 0 means the queue's lease_ms
+	AutoAck    bool
+	From       Start
+	// MaxBytes bounds the reply: when the leased messages' SizeOf adds up
+	// to more, the pop returns the prefix that fits (at least one message)
+	// and shrinks its leases to what it returns in the same transaction,
+	// so nothing stays leased unseen. 0 means no bound.
+	MaxBytes int
+	// SizeOf is a message's size in the reply; nil counts data, id and
+	// partition bytes plus 64.
+	SizeOf func(*Message) int
+}
+
+// Message is a delivered message.
+type Message struct {
+	Partition string
+	Offset    int64
+	ID        string
+	Lease     string // empty with auto-ack
+	Attempt   int
+	CreatedAt time.Time
+	Data      []byte
+	Encoding  Encoding
+}
+
+// AckStatus is how an ack settles a message.
+type AckStatus uint8
+
+const (
+	// AckCompleted: done, with every earlier message of the lease.
+	AckCompleted AckStatus = iota
+	// AckRetry: done up to the one before; this and the rest of the lease
+	// are deliverable again at once, without spending an attempt.
+	AckRetry
+	// AckFailed: like AckRetry, spending an attempt; dead-lettered when the
+	// queue's max_attempts are spent.
+	AckFailed
+	// AckDead: dead-lettered at once.
+	AckDead
+)
+
+// Ack settles a leased message and, cumulatively, those before it in its
+// lease.
+type Ack struct {
+	Partition string
+	Offset    int64
+	Lease     string
+	Status    AckStatus
+}
+
+// AckParams is one client's ack: acks of one group on one queue.
+type AckParams struct {
+	Queue string
+	Group string // never empty: the decoder fills the default
+	Acks  []Ack
+}
+
+// AckResult is the outcome of one Ack: OK, or why it settled nothing.
+type AckResult struct {
+	OK    bool
+	Error string
+}
+
+// AckOutcome is the outcome of one AckParams: a result per ack, in order,
+// or the error that refused the whole request.
+type AckOutcome struct {
+	Results []AckResult
+	Err     error
+}
+
+// RenewParams extends live leases of a queue.
+type RenewParams struct {
+	Queue   string
+	Leases  []string
+	LeaseMS int64 // 0 means the queue's lease_ms
+}
+
+// RenewResult is the outcome of renewing one lease.
+type RenewResult struct {
+	Lease     string
+	OK        bool
+	ExpiresAt time.Time
+	Error     string
+}
+
+// SeekParams moves a group's cursors on a queue, on every partition or on
+// one, ending their leases. The group is created if needed.
+type SeekParams struct {
+	Queue     string
+	Group     string // never empty
+	Partition string // empty means every partition
+	To        Start
+}
+
+// DLQParams selects a page of a queue's dead letters, oldest first.
+type DLQParams struct {
+	Queue string
+	Group string // empty means every group
+	Limit int    // at least 1
+	After string // a cursor from the previous page
+}
+
+// DeadLetter is a message that a group gave up on.
+type DeadLetter struct {
+	DLQID     string
+	Group     string
+	Partition string
+	Offset    int64
+	ID        string
+	Attempts  int
+	Reason    string // the ack status or cause that dead-lettered it
+	DeadAt    time.Time
+	Data      []byte
+	Encoding  Encoding
+}
+
+// Info is a queue's settings and live figures.
+type Info struct {
+	Name        string
+	Config      QueueConfig
+	CreatedAt   time.Time
+	Messages    int64 // retained
+	Bytes       int64 // retained payload bytes
+	DeadLetters int64
+	Partitions  []PartitionInfo
+	Groups      []GroupInfo
+}
+
+// PartitionInfo is one partition's figures.
+type PartitionInfo struct {
+	Name       string
+	NextOffset int64
+	LowOffset  int64
+}
+
+// GroupInfo is one consumer group's state over a queue.
+type GroupInfo struct {
+	Name    string
+	Pending int64 // messages not yet completed by the group
+	Leased  int64 // partitions currently leased
+}
+
+// QueueSummary is one line of the queue list.
+type QueueSummary struct {
+	Name       string
+	Partitions int64
+	Messages   int64
+	Bytes      int64
+	Groups     int64
+	Pending    int64 // the largest backlog of any group
+}
