@@ -447,6 +447,13 @@ func TestErrors(t *testing.T) {
 		{"comb.dlq.nope", ``, 404, ""},
 		{"comb.dlq.e", `{"replay":["bogus"]}`, 400, "bogus"},
 		{"comb.renew.e", `{"leases":["l"],"lease_ms":1}`, 400, "lease_ms"},
+		// Names are bytes: never stored under U+FFFD.
+		{"comb.push.e", "{\"messages\":[{\"data\":1,\"partition\":\"eu\xff\"}]}", 400, "messages[0].partition: invalid UTF-8 at byte"},
+		{"comb.push.e", `{"messages":[{"data":1},{"data":2,"id":"x\ud800"}]}`, 400, `messages[1].id: a lone surrogate \ud800`},
+		{"comb.pop.e", "{\"group\":\"g\xc3\"}", 400, "group: invalid UTF-8"},
+		{"comb.ack.e", `{"acks":[{"partition":"\udc00","offset":0,"lease":"l"}]}`, 400, `acks[0].partition: a lone surrogate \udc00`},
+		{"comb.seek.e", `{"group":"\ud800\u0041","to":"end"}`, 400, "group: a lone surrogate"},
+		{"comb.dlq.e", "{\"group\":\"\xff\"}", 400, "group: invalid UTF-8"},
 	}
 	for _, c := range cases {
 		t.Run(c.subject, func(t *testing.T) {
@@ -466,6 +473,11 @@ func TestErrors(t *testing.T) {
 	// both settle now.
 	qi := info(t, nc, "e")
 	require.EqualValues(t, 2, qi.Messages)
+	var parts []string
+	for _, p := range qi.Partitions {
+		parts = append(parts, p["name"].(string))
+	}
+	require.Equal(t, []string{"default", "p"}, parts, "no bad name made a partition")
 	for _, m := range msgs {
 		require.Equal(t, []ackResult{{OK: true}}, ack(t, nc, "e", ackBody("default", m, "completed")))
 	}
