@@ -15,6 +15,20 @@ import (
 // request; it is a bug, answered as a 500.
 var errResultCount = errors.New("store returned a wrong number of results")
 
+// oneEach returns outs when the store gave one outcome per request, as it
+// must; else n outcomes that each carry err (errResultCount when the store
+// said nothing), so that every request is answered.
+func oneEach[T any](outs []T, n int, err error, failed func(error) T) []T {
+	if len(outs) == n {
+		return outs
+	}
+	outs = make([]T, n)
+	for i := range outs {
+		outs[i] = failed(cmp.Or(err, errResultCount))
+	}
+	return outs
+}
+
 // ackJob is one ack request waiting for an ack worker.
 type ackJob struct {
 	call *call
@@ -81,12 +95,7 @@ func (b *Bridge) flushAck(batch []*ackJob) {
 	ctx, cancel := b.storeCtx()
 	outs, err := b.st.Ack(ctx, reqs)
 	cancel()
-	if len(outs) != len(batch) {
-		outs = make([]domain.AckOutcome, len(batch))
-		for i := range outs {
-			outs[i].Err = cmp.Or(err, errResultCount)
-		}
-	}
+	outs = oneEach(outs, len(batch), err, func(err error) domain.AckOutcome { return domain.AckOutcome{Err: err} })
 	b.stats[protocol.VerbAck].transactions.Add(1)
 	// A settled ack may make messages of its partition deliverable again to
 	// its group (retry, failed) or end the lease that held the partition

@@ -1,7 +1,6 @@
 package bridge
 
 import (
-	"cmp"
 	"encoding/base64"
 	"time"
 
@@ -186,12 +185,7 @@ func (b *Bridge) flushPush(batch []*pushJob) {
 	ctx, cancel := b.storeCtx()
 	outs, err := b.st.Push(ctx, reqs)
 	cancel()
-	if len(outs) != len(batch) {
-		outs = make([]domain.PushOutcome, len(batch))
-		for i := range outs {
-			outs[i].Err = cmp.Or(err, errResultCount)
-		}
-	}
+	outs = oneEach(outs, len(batch), err, func(err error) domain.PushOutcome { return domain.PushOutcome{Err: err} })
 	b.stats[protocol.VerbPush].transactions.Add(1)
 	var wake wakeSet
 	delayed := map[time.Duration]*wakeSet{}
