@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	comb "github.com/combmq/comb/clients/go"
+	"github.com/combmq/comb/protocol"
 )
 
 // The loader's own client of Comb's wire protocol (ClientRaw). It sends
@@ -25,14 +26,13 @@ import (
 // times on a push and decodes pops by reflection, which cost the loader
 // about 11 µs of CPU per message pushed, popped and acked; this client
 // knows its payloads are valid JSON strings (or binary) and costs a
-// fraction of that. Errors are the client's *comb.Error, so errors.Is
-// with comb's sentinels works alike.
-
-// Header names of an error reply, set by the NATS micro framework.
-const (
-	hdrErrorCode = "Nats-Service-Error-Code"
-	hdrError     = "Nats-Service-Error"
-)
+// fraction of that. Only the bodies are hand-written: subjects, headers,
+// statuses and errors come from the protocol package, errors are
+// *protocol.Error (which comb.Error is), so errors.Is with the sentinels
+// works alike, and rawwire_test.go holds the bodies and the scanner
+// against encoding/json and protocol's types. Deliveries, acks and ack
+// results are clients/go's types, so that both clients feed one consumer
+// loop.
 
 // rawClient sends requests for one queue on one connection.
 type rawClient struct {
@@ -49,16 +49,16 @@ func newRawClient(nc *nats.Conn, queue string) *rawClient {
 		nc:      nc,
 		queue:   queue,
 		timeout: comb.DefaultTimeout,
-		subPush: comb.DefaultPrefix + ".push." + queue,
-		subPop:  comb.DefaultPrefix + ".pop." + queue,
-		subAck:  comb.DefaultPrefix + ".ack." + queue,
+		subPush: protocol.Subject(protocol.DefaultPrefix, protocol.VerbPush, queue),
+		subPop:  protocol.Subject(protocol.DefaultPrefix, protocol.VerbPop, queue),
+		subAck:  protocol.Subject(protocol.DefaultPrefix, protocol.VerbAck, queue),
 	}
 }
 
 var bodyPool = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
 
 // request sends body on subject and returns the reply's data, or the
-// service's error as a *comb.Error.
+// service's error as a *protocol.Error.
 func (c *rawClient) request(ctx context.Context, verb, subject string, body []byte, extra time.Duration) ([]byte, error) {
 	rctx, cancel := context.WithTimeout(ctx, c.timeout+extra)
 	defer cancel()
@@ -70,16 +70,13 @@ func (c *rawClient) request(ctx context.Context, verb, subject string, body []by
 		}
 		return nil, fmt.Errorf("%s %s: %w", verb, c.queue, err)
 	}
-	if code := reply.Header.Get(hdrErrorCode); code != "" {
-		e := &comb.Error{Message: reply.Header.Get(hdrError)}
+	if code := reply.Header.Get(protocol.HeaderErrorCode); code != "" {
+		e := &protocol.Error{Message: reply.Header.Get(protocol.HeaderError)}
 		if e.Code, err = strconv.Atoi(code); err != nil {
-			e.Code = 500
+			e.Code = protocol.CodeInternal
 		}
-		var body struct {
-			Error struct {
-				Message string `json:"message"`
-			} `json:"error"`
-		}
+		// Errors are rare: encoding/json is fast enough for them.
+		var body protocol.ErrorReply
 		if json.Unmarshal(reply.Data, &body) == nil && body.Error.Message != "" {
 			e.Message = body.Error.Message
 		}
@@ -164,8 +161,8 @@ func checkPushReply(reply []byte, n int, withIDs bool) (dups int, err error) {
 // which only a message with a producer id can be.
 func pushStatus(s string, withID bool, dups *int) error {
 	switch {
-	case s == comb.StatusStored, s == comb.StatusSpooled:
-	case s == comb.StatusDuplicate && withID:
+	case s == protocol.StatusStored, s == protocol.StatusSpooled:
+	case s == protocol.StatusDuplicate && withID:
 		*dups++
 	case withID:
 		return fmt.Errorf("push: status %q", s)
@@ -175,7 +172,10 @@ func pushStatus(s string, withID bool, dups *int) error {
 	return nil
 }
 
-// popRequestBody is a pop request's JSON.
+// popRequestBody is a pop request's JSON. Unlike clients/go it writes max,
+// partitions, wait_ms and lease_ms even when 0 (where clients/go leaves
+// them out for the service's defaults): the loader's config validation
+// keeps max and partitions at 1 or more, and a 0 there would be a 400.
 func popRequestBody(o comb.PopOptions) []byte {
 	b := []byte(`{"group":`)
 	b = strconv.AppendQuote(b, o.Group)
