@@ -70,7 +70,7 @@ func TestRawAckReply(t *testing.T) {
 
 func TestRawPushReply(t *testing.T) {
 	t.Parallel()
-	ok := wire.PushReply([]store.PushResult{{Partition: "p1", Offset: 1, Status: "stored"}, {Partition: "p1", Status: "spooled"}})
+	ok := wire.PushReply([]store.PushResult{{Partition: "p1", Offset: 1, Status: protocol.StatusStored}, {Partition: "p1", Status: protocol.StatusSpooled}})
 	for _, withIDs := range []bool{false, true} {
 		dups, err := checkPushReply(ok, 2, withIDs)
 		require.NoError(t, err)
@@ -78,7 +78,7 @@ func TestRawPushReply(t *testing.T) {
 		_, err = checkPushReply(ok, 3, withIDs)
 		require.Error(t, err)
 	}
-	dup := wire.PushReply([]store.PushResult{{Partition: "p1", Offset: 1, Status: "duplicate"}, {Partition: "p1", Offset: 2, Status: "stored"}})
+	dup := wire.PushReply([]store.PushResult{{Partition: "p1", Offset: 1, Status: protocol.StatusDuplicate}, {Partition: "p1", Offset: 2, Status: protocol.StatusStored}})
 	_, err := checkPushReply(dup, 2, false)
 	require.Error(t, err, "a message without an id cannot be a duplicate")
 	// With ids a duplicate is an answer, counted, not a failure.
