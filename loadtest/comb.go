@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	comb "github.com/combmq/comb/clients/go"
+	"github.com/combmq/comb/protocol"
 )
 
 // combBackend loads a running Comb through the Go client, over NATS TCP.
@@ -60,7 +61,7 @@ func newCombBackend(ctx context.Context, cfg *Config, log *slog.Logger) (*combBa
 	}
 	err := retry(ctx, func(actx context.Context) error {
 		_, err := b.clients[0].Configure(actx, cfg.Queue, patch)
-		if errors.Is(err, comb.ErrBadRequest) {
+		if errors.Is(err, protocol.ErrBadRequest) {
 			return backoff.Permanent(err)
 		}
 		return err
@@ -181,7 +182,7 @@ func (b *combBackend) consume(ctx context.Context, id int, r *runner) {
 			r.c.popFailReqs.Add(1)
 			r.noteErr(errPop, err)
 			backoff = min(max(2*backoff, popBackoffMin), popBackoffMax)
-			if errors.Is(err, comb.ErrBadRequest) {
+			if errors.Is(err, protocol.ErrBadRequest) {
 				backoff = popBackoffMax
 			}
 			t := time.NewTimer(backoff)
@@ -233,7 +234,7 @@ func (b *combBackend) consume(ctx context.Context, id int, r *runner) {
 	}
 }
 
-// cumulativeAcks returns one "completed" ack per (partition, lease) of a
+// cumulativeAcks returns one completed ack per (partition, lease) of a
 // batch, at its last offset; spanOf[i] is the ack of message i and
 // sizes[j] the messages ack j settles.
 func cumulativeAcks(msgs []comb.Delivery) (acks []comb.Ack, spanOf []int, sizes []int64) {
@@ -246,7 +247,7 @@ func cumulativeAcks(msgs []comb.Delivery) (acks []comb.Ack, spanOf []int, sizes 
 		if !ok {
 			j = len(acks)
 			index[k] = j
-			acks = append(acks, comb.Ack{Partition: m.Partition, Lease: m.Lease, Offset: m.Offset, Status: comb.AckCompleted})
+			acks = append(acks, comb.Ack{Partition: m.Partition, Lease: m.Lease, Offset: m.Offset, Status: protocol.AckCompleted})
 			sizes = append(sizes, 0)
 		}
 		acks[j].Offset = max(acks[j].Offset, m.Offset)

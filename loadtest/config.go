@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/combmq/comb/protocol"
@@ -185,7 +184,7 @@ func DefaultConfig() Config {
 		MaxInflight:        1000,
 		Payload:            256,
 		Encoding:           EncodingJSON,
-		PopBatch:           100,
+		PopBatch:           protocol.DefaultPopMax,
 		PopPartitions:      1,
 		PopWait:            2 * time.Second,
 		Lease:              30 * time.Second,
@@ -204,10 +203,11 @@ func DefaultConfig() Config {
 const (
 	maxPartitions = 100000
 	maxWorkers    = 10000
-	maxPushBatch  = 10000 // the wire's MaxPushMessages
 	maxPayload    = 1 << 20
 	// maxDedupWindow is the broker's limit on dedup_window_s.
 	maxDedupWindow = time.Duration(protocol.MaxDedupWindowS) * time.Second
+	// minLease is the broker's lower bound on lease_ms.
+	minLease = protocol.MinLeaseMS * time.Millisecond
 )
 
 func (c *Config) validate() error {
@@ -243,9 +243,12 @@ func (c *Config) validate() error {
 			}
 		}
 	}
-	if c.Queue == "" || strings.ContainsAny(c.Queue, " \t\r\n*>") || strings.HasPrefix(c.Queue, ".") ||
-		strings.HasSuffix(c.Queue, ".") || strings.Contains(c.Queue, "..") {
-		bad("queue %q: want dot-separated tokens of [A-Za-z0-9_-]", c.Queue)
+	if err := protocol.ValidateQueue(c.Queue); err != nil {
+		// The broker's own rule, said before a run rather than as its 400.
+		if pe, ok := protocol.AsError(err); ok {
+			err = errors.New(pe.Message)
+		}
+		bad("queue: %v", err)
 	}
 	if c.Group == "" {
 		bad("group: empty")
@@ -258,9 +261,9 @@ func (c *Config) validate() error {
 	inRange("partitions", c.Partitions, 1, maxPartitions)
 	inRange("consumers", c.Consumers, 1, maxWorkers)
 	inRange("pacers", c.Pacers, 1, maxWorkers)
-	inRange("push-batch", c.PushBatch, 1, maxPushBatch)
-	inRange("pop-batch", c.PopBatch, 1, maxPushBatch)
-	inRange("pop-partitions", c.PopPartitions, 1, 1000)
+	inRange("push-batch", c.PushBatch, 1, protocol.MaxPushMessages)
+	inRange("pop-batch", c.PopBatch, 1, protocol.MaxPopMessages)
+	inRange("pop-partitions", c.PopPartitions, 1, protocol.MaxPopPartitions)
 	inRange("conns", c.Conns, 1, 256)
 	if c.ManualAck && c.AckAsync {
 		inRange("ack-inflight", c.AckInflight, 1, 1<<20)
@@ -292,8 +295,8 @@ func (c *Config) validate() error {
 	if c.DedupWindow < 0 || c.DedupWindow%time.Second != 0 || c.DedupWindow > maxDedupWindow {
 		bad("dedup-window %s: want a whole number of seconds from 0 (off) to %s", c.DedupWindow, maxDedupWindow)
 	}
-	if c.Lease < 100*time.Millisecond {
-		bad("lease %s: want >= 100ms", c.Lease)
+	if c.Lease < minLease {
+		bad("lease %s: want >= %s", c.Lease, minLease)
 	}
 	if c.PopWait < 0 {
 		bad("pop-wait %s: want >= 0", c.PopWait)

@@ -13,6 +13,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/combmq/comb/protocol"
 )
 
 // jetStreamBackend runs the same workload against what a user would pick
@@ -65,7 +67,11 @@ func newJetStreamBackend(ctx context.Context, cfg *Config, sync JetStreamSync, l
 		StoreDir:   b.dir,
 		NoLog:      true,
 		NoSigs:     true,
-		MaxPayload: 8 << 20,
+		// The max_payload Comb's embedded server runs with by default, so
+		// that both targets take and deliver messages of the same sizes:
+		// MaxRequestBytes, not MaxMessageBytes, since the bound is on a
+		// NATS message (a request or reply), not on one queue message.
+		MaxPayload: protocol.MaxRequestBytes,
 	}
 	if sync == SyncAlways {
 		opts.SyncAlways = true

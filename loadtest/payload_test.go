@@ -12,6 +12,7 @@ import (
 
 	"github.com/combmq/comb/domain"
 	"github.com/combmq/comb/internal/wire"
+	"github.com/combmq/comb/protocol"
 )
 
 func TestPayloadRoundTrip(t *testing.T) {
@@ -38,23 +39,8 @@ func TestPayloadRoundTrip(t *testing.T) {
 // (encode the push as the Go client does, decode the pop reply as it does)
 // and the broker's side (internal/wire's push decoder and pop encoder).
 
-type benchWireMessage struct {
-	Partition string          `json:"partition,omitempty"`
-	Data      json.RawMessage `json:"data,omitempty"`
-	DataB64   *string         `json:"data_b64,omitempty"`
-}
-
-type benchDelivery struct {
-	Partition string          `json:"partition"`
-	Offset    int64           `json:"offset"`
-	Lease     string          `json:"lease"`
-	Attempt   int             `json:"attempt"`
-	CreatedAt time.Time       `json:"created_at"`
-	Data      json.RawMessage `json:"data"`
-	DataB64   *string         `json:"data_b64"`
-}
-
-// clientEncodeData mirrors clients/go: data when compact valid JSON, else base64.
+// clientEncodeData mirrors clients/go's unexported encodeData: data when
+// compact valid JSON, else base64.
 func clientEncodeData(b []byte) (json.RawMessage, *string) {
 	if len(b) > 0 && utf8.Valid(b) && json.Valid(b) {
 		var buf bytes.Buffer
@@ -79,15 +65,13 @@ func benchLoaderSide(b *testing.B, enc Encoding) {
 	payloads := benchPayloads(enc)
 	msgs := make([]domain.Message, len(payloads))
 	for i, p := range payloads {
-		msgs[i] = domain.Message{Partition: "p3", Offset: int64(i), Lease: "l-0123456789", Attempt: 1, CreatedAt: time.Now(), Data: p}
+		msgs[i] = domain.Message{Partition: "p3", Offset: int64(i), Lease: "l-0123456789", Attempt: 1, CreatedAt: time.Now(), Data: p, Encoding: wire.EncodingOf(p)}
 	}
 	reply, _ := wire.PopReply(msgs, 0)
 	b.ReportAllocs()
 	b.SetBytes(int64(len(payloads) * 256))
 	for b.Loop() {
-		req := struct {
-			Messages []benchWireMessage `json:"messages"`
-		}{Messages: make([]benchWireMessage, len(payloads))}
+		req := protocol.PushRequest{Messages: make([]protocol.PushMessage, len(payloads))}
 		for i, p := range payloads {
 			req.Messages[i].Partition = "p3"
 			req.Messages[i].Data, req.Messages[i].DataB64 = clientEncodeData(p)
@@ -98,9 +82,7 @@ func benchLoaderSide(b *testing.B, enc Encoding) {
 		if err := e.Encode(req); err != nil {
 			b.Fatal(err)
 		}
-		var rep struct {
-			Messages []benchDelivery `json:"messages"`
-		}
+		var rep protocol.PopReply
 		if err := json.Unmarshal(reply, &rep); err != nil {
 			b.Fatal(err)
 		}
@@ -124,9 +106,7 @@ func benchBrokerSide(b *testing.B, enc Encoding) {
 	payloads := benchPayloads(enc)
 	var body []byte
 	{
-		req := struct {
-			Messages []benchWireMessage `json:"messages"`
-		}{Messages: make([]benchWireMessage, len(payloads))}
+		req := protocol.PushRequest{Messages: make([]protocol.PushMessage, len(payloads))}
 		for i, p := range payloads {
 			req.Messages[i].Partition = "p3"
 			req.Messages[i].Data, req.Messages[i].DataB64 = clientEncodeData(p)
@@ -158,7 +138,7 @@ func benchRawLoaderSide(b *testing.B, enc Encoding) {
 	payloads := benchPayloads(enc)
 	msgs := make([]domain.Message, len(payloads))
 	for i, p := range payloads {
-		msgs[i] = domain.Message{Partition: "p3", Offset: int64(i), Lease: "l-0123456789", Attempt: 1, CreatedAt: time.Now(), Data: p}
+		msgs[i] = domain.Message{Partition: "p3", Offset: int64(i), Lease: "l-0123456789", Attempt: 1, CreatedAt: time.Now(), Data: p, Encoding: wire.EncodingOf(p)}
 	}
 	reply, _ := wire.PopReply(msgs, 0)
 	b.ReportAllocs()

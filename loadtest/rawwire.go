@@ -10,10 +10,12 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 
 	comb "github.com/combmq/comb/clients/go"
+	"github.com/combmq/comb/protocol"
 )
 
 // The loader's own client of Comb's wire protocol (ClientRaw). It sends
@@ -25,14 +27,13 @@ import (
 // times on a push and decodes pops by reflection, which cost the loader
 // about 11 µs of CPU per message pushed, popped and acked; this client
 // knows its payloads are valid JSON strings (or binary) and costs a
-// fraction of that. Errors are the client's *comb.Error, so errors.Is
-// with comb's sentinels works alike.
-
-// Header names of an error reply, set by the NATS micro framework.
-const (
-	hdrErrorCode = "Nats-Service-Error-Code"
-	hdrError     = "Nats-Service-Error"
-)
+// fraction of that. Only the bodies are hand-written: subjects, headers,
+// statuses and errors come from the protocol package, errors are
+// *protocol.Error (which comb.Error is), so errors.Is with the sentinels
+// works alike, and rawwire_test.go holds the bodies and the scanner
+// against encoding/json and protocol's types. Deliveries, acks and ack
+// results are clients/go's types, so that both clients feed one consumer
+// loop.
 
 // rawClient sends requests for one queue on one connection.
 type rawClient struct {
@@ -49,16 +50,16 @@ func newRawClient(nc *nats.Conn, queue string) *rawClient {
 		nc:      nc,
 		queue:   queue,
 		timeout: comb.DefaultTimeout,
-		subPush: comb.DefaultPrefix + ".push." + queue,
-		subPop:  comb.DefaultPrefix + ".pop." + queue,
-		subAck:  comb.DefaultPrefix + ".ack." + queue,
+		subPush: protocol.Subject(protocol.DefaultPrefix, protocol.VerbPush, queue),
+		subPop:  protocol.Subject(protocol.DefaultPrefix, protocol.VerbPop, queue),
+		subAck:  protocol.Subject(protocol.DefaultPrefix, protocol.VerbAck, queue),
 	}
 }
 
 var bodyPool = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
 
 // request sends body on subject and returns the reply's data, or the
-// service's error as a *comb.Error.
+// service's error as a *protocol.Error.
 func (c *rawClient) request(ctx context.Context, verb, subject string, body []byte, extra time.Duration) ([]byte, error) {
 	rctx, cancel := context.WithTimeout(ctx, c.timeout+extra)
 	defer cancel()
@@ -70,16 +71,13 @@ func (c *rawClient) request(ctx context.Context, verb, subject string, body []by
 		}
 		return nil, fmt.Errorf("%s %s: %w", verb, c.queue, err)
 	}
-	if code := reply.Header.Get(hdrErrorCode); code != "" {
-		e := &comb.Error{Message: reply.Header.Get(hdrError)}
+	if code := reply.Header.Get(protocol.HeaderErrorCode); code != "" {
+		e := &protocol.Error{Message: reply.Header.Get(protocol.HeaderError)}
 		if e.Code, err = strconv.Atoi(code); err != nil {
-			e.Code = 500
+			e.Code = protocol.CodeInternal
 		}
-		var body struct {
-			Error struct {
-				Message string `json:"message"`
-			} `json:"error"`
-		}
+		// Errors are rare: encoding/json is fast enough for them.
+		var body protocol.ErrorReply
 		if json.Unmarshal(reply.Data, &body) == nil && body.Error.Message != "" {
 			e.Message = body.Error.Message
 		}
@@ -112,7 +110,7 @@ func appendPushBody(b []byte, partition string, payloads [][]byte, enc Encoding,
 			b = append(b, ',')
 		}
 		b = append(b, `{"partition":`...)
-		b = strconv.AppendQuote(b, partition)
+		b = appendString(b, partition)
 		if ids.on() {
 			// Base 36 digits, '-' and the prefix's likewise: nothing to
 			// escape.
@@ -164,8 +162,8 @@ func checkPushReply(reply []byte, n int, withIDs bool) (dups int, err error) {
 // which only a message with a producer id can be.
 func pushStatus(s string, withID bool, dups *int) error {
 	switch {
-	case s == comb.StatusStored, s == comb.StatusSpooled:
-	case s == comb.StatusDuplicate && withID:
+	case s == protocol.StatusStored, s == protocol.StatusSpooled:
+	case s == protocol.StatusDuplicate && withID:
 		*dups++
 	case withID:
 		return fmt.Errorf("push: status %q", s)
@@ -175,10 +173,13 @@ func pushStatus(s string, withID bool, dups *int) error {
 	return nil
 }
 
-// popRequestBody is a pop request's JSON.
+// popRequestBody is a pop request's JSON. Unlike clients/go it writes max,
+// partitions, wait_ms and lease_ms even when 0 (where clients/go leaves
+// them out for the service's defaults): the loader's config validation
+// keeps max and partitions at 1 or more, and a 0 there would be a 400.
 func popRequestBody(o comb.PopOptions) []byte {
 	b := []byte(`{"group":`)
-	b = strconv.AppendQuote(b, o.Group)
+	b = appendString(b, o.Group)
 	b = append(b, `,"max":`...)
 	b = strconv.AppendInt(b, int64(o.Max), 10)
 	b = append(b, `,"partitions":`...)
@@ -209,26 +210,7 @@ func (c *rawClient) pop(ctx context.Context, body []byte, wait time.Duration, ou
 
 // ack sends acks and returns one result per ack.
 func (c *rawClient) ack(ctx context.Context, group string, acks []comb.Ack) ([]comb.AckResult, error) {
-	b := []byte(`{"group":`)
-	b = strconv.AppendQuote(b, group)
-	b = append(b, `,"acks":[`...)
-	for i, a := range acks {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, `{"partition":`...)
-		b = strconv.AppendQuote(b, a.Partition)
-		b = append(b, `,"offset":`...)
-		b = strconv.AppendInt(b, a.Offset, 10)
-		b = append(b, `,"lease":`...)
-		b = strconv.AppendQuote(b, a.Lease)
-		if a.Status != "" {
-			b = append(b, `,"status":`...)
-			b = strconv.AppendQuote(b, a.Status)
-		}
-		b = append(b, '}')
-	}
-	b = append(b, "]}"...)
+	b := appendAckBody(nil, group, acks)
 	reply, err := c.request(ctx, "ack", c.subAck, b, 0)
 	if err != nil {
 		return nil, err
@@ -241,6 +223,83 @@ func (c *rawClient) ack(ctx context.Context, group string, acks []comb.Ack) ([]c
 		return nil, fmt.Errorf("ack %s: %d results for %d acks", c.queue, len(res), len(acks))
 	}
 	return res, nil
+}
+
+// appendString appends s to b as a JSON string, as encoding/json writes
+// it: '"', '\\' and control characters escaped, invalid UTF-8 as U+FFFD,
+// U+2028 and U+2029 escaped. strconv.AppendQuote would not do: its Go
+// escapes (\x01, \U000f0000) are not JSON. It is the broker's
+// internal/wire.AppendString again, so that the loader depends on the
+// protocol package only; FuzzRawWireRequests holds it to encoding/json.
+func appendString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
+// appendAckBody appends an ack request's JSON to b.
+func appendAckBody(b []byte, group string, acks []comb.Ack) []byte {
+	b = append(b, `{"group":`...)
+	b = appendString(b, group)
+	b = append(b, `,"acks":[`...)
+	for i, a := range acks {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"partition":`...)
+		b = appendString(b, a.Partition)
+		b = append(b, `,"offset":`...)
+		b = strconv.AppendInt(b, a.Offset, 10)
+		b = append(b, `,"lease":`...)
+		b = appendString(b, a.Lease)
+		if a.Status != "" {
+			b = append(b, `,"status":`...)
+			b = appendString(b, a.Status)
+		}
+		b = append(b, '}')
+	}
+	return append(b, "]}"...)
 }
 
 // scanner reads the JSON the bridge writes. It is a strict reader of JSON

@@ -12,10 +12,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	comb "github.com/combmq/comb/clients/go"
 	"github.com/combmq/comb/internal/combtest"
 	"github.com/combmq/comb/internal/wire"
 	"github.com/combmq/comb/loadtest"
+	"github.com/combmq/comb/protocol"
 )
 
 // TestSmokeVerify is CI's smoke run: about ten seconds of a light open-loop
@@ -52,7 +52,7 @@ func smoke(t *testing.T, client loadtest.Client, duration time.Duration, rate in
 	env := combtest.Start(t)
 	// A copy of every push request, to see the ids on the wire; it ends
 	// with env's connection.
-	pushes, err := env.NC.SubscribeSync("comb.push.smoke")
+	pushes, err := env.NC.SubscribeSync(protocol.Subject(protocol.DefaultPrefix, protocol.VerbPush, "smoke"))
 	require.NoError(t, err)
 
 	cfg := loadtest.DefaultConfig()
@@ -135,12 +135,10 @@ func smoke(t *testing.T, client loadtest.Client, duration time.Duration, rate in
 	}
 	again, err := env.NC.Request(first.Subject, first.Data, 10*time.Second)
 	require.NoError(t, err)
-	var res struct {
-		Results []comb.PushResult `json:"results"`
-	}
+	var res protocol.PushReply
 	require.NoError(t, json.Unmarshal(again.Data, &res), string(again.Data))
 	require.Len(t, res.Results, len(msgs))
 	for _, pr := range res.Results {
-		require.Equal(t, comb.StatusDuplicate, pr.Status)
+		require.Equal(t, protocol.StatusDuplicate, pr.Status)
 	}
 }

@@ -11,22 +11,20 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/combmq/comb/protocol"
 )
 
 // Header names of a put request.
 const (
-	HeaderPartition = "Comb-Partition"
-	HeaderID        = "Comb-Id"
-)
-
-// Header names of an error reply, set by the NATS micro framework.
-const (
-	headerError     = "Nats-Service-Error"
-	headerErrorCode = "Nats-Service-Error-Code"
+	// HeaderPartition carries a put's partition.
+	HeaderPartition = protocol.HeaderPartition
+	// HeaderID carries a put's producer id.
+	HeaderID = protocol.HeaderID
 )
 
 // DefaultPrefix is the first subject token of every request.
-const DefaultPrefix = "comb"
+const DefaultPrefix = protocol.DefaultPrefix
 
 // DefaultTimeout is how long a request waits for its reply, on top of a
 // pop's long-poll time.
@@ -80,14 +78,12 @@ func (c *Client) Push(ctx context.Context, queue string, msgs []Message) ([]Push
 	if len(msgs) == 0 {
 		return nil, nil
 	}
-	req := pushRequest{Messages: make([]wireMessage, len(msgs))}
+	req := protocol.PushRequest{Messages: make([]protocol.PushMessage, len(msgs))}
 	for i, m := range msgs {
-		w := wireMessage{Partition: m.Partition, ID: m.ID}
-		w.Data, w.DataB64 = encodeData(m.Data)
-		req.Messages[i] = w
+		req.Messages[i] = pushMessage(m)
 	}
-	var rep pushReply
-	if err := c.request(ctx, "push", queue, req, nil, 0, &rep); err != nil {
+	var rep protocol.PushReply
+	if err := c.request(ctx, protocol.VerbPush, queue, req, nil, 0, &rep); err != nil {
 		return nil, err
 	}
 	if len(rep.Results) != len(msgs) {
@@ -109,8 +105,8 @@ func (c *Client) Put(ctx context.Context, queue string, data []byte, opts PutOpt
 			hdr.Set(HeaderID, opts.ID)
 		}
 	}
-	var rep pushReply
-	if err := c.request(ctx, "put", queue, rawBody(data), hdr, 0, &rep); err != nil {
+	var rep protocol.PushReply
+	if err := c.request(ctx, protocol.VerbPut, queue, rawBody(data), hdr, 0, &rep); err != nil {
 		return PushResult{}, err
 	}
 	if len(rep.Results) != 1 {
@@ -124,35 +120,27 @@ func (c *Client) Put(ctx context.Context, queue string, data []byte, opts PutOpt
 // Settle the messages with Ack before their lease expires, or they are
 // delivered again.
 func (c *Client) Pop(ctx context.Context, queue string, opts PopOptions) ([]Delivery, error) {
-	req := popRequest{
+	req := protocol.PopRequest{
 		Group:      opts.Group,
 		Partition:  opts.Partition,
-		Max:        opts.Max,
-		Partitions: opts.Partitions,
+		Max:        optInt(opts.Max),
+		Partitions: optInt(opts.Partitions),
 		WaitMS:     durationMS(opts.Wait),
 		LeaseMS:    durationMS(opts.Lease),
 		AutoAck:    opts.AutoAck,
 		From:       opts.From,
 	}
-	var rep popReply
-	if err := c.request(ctx, "pop", queue, req, nil, opts.Wait, &rep); err != nil {
+	var rep protocol.PopReply
+	if err := c.request(ctx, protocol.VerbPop, queue, req, nil, opts.Wait, &rep); err != nil {
 		return nil, err
 	}
 	out := make([]Delivery, len(rep.Messages))
 	for i, m := range rep.Messages {
-		data, err := decodeData(m.Data, m.DataB64)
+		d, err := delivery(m)
 		if err != nil {
 			return nil, fmt.Errorf("comb: pop %s: message %s/%d: %w", queue, m.Partition, m.Offset, err)
 		}
-		out[i] = Delivery{
-			Partition: m.Partition,
-			Offset:    m.Offset,
-			ID:        m.ID,
-			Lease:     m.Lease,
-			Attempt:   m.Attempt,
-			CreatedAt: m.CreatedAt,
-			Data:      data,
-		}
+		out[i] = d
 	}
 	return out, nil
 }
@@ -165,14 +153,22 @@ func (c *Client) Ack(ctx context.Context, queue, group string, acks []Ack) ([]Ac
 	if len(acks) == 0 {
 		return nil, nil
 	}
-	var rep ackReply
-	if err := c.request(ctx, "ack", queue, ackRequest{Group: group, Acks: acks}, nil, 0, &rep); err != nil {
+	req := protocol.AckRequest{Group: group, Acks: make([]protocol.Ack, len(acks))}
+	for i, a := range acks {
+		req.Acks[i] = wireAck(a)
+	}
+	var rep protocol.AckReply
+	if err := c.request(ctx, protocol.VerbAck, queue, req, nil, 0, &rep); err != nil {
 		return nil, err
 	}
 	if len(rep.Results) != len(acks) {
 		return nil, fmt.Errorf("comb: ack %s: %d results for %d acks", queue, len(rep.Results), len(acks))
 	}
-	return rep.Results, nil
+	out := make([]AckResult, len(rep.Results))
+	for i, r := range rep.Results {
+		out[i] = AckResult(r)
+	}
+	return out, nil
 }
 
 // Renew extends live leases by lease (0: the queue's lease time) from now,
@@ -181,8 +177,8 @@ func (c *Client) Renew(ctx context.Context, queue string, leases []string, lease
 	if len(leases) == 0 {
 		return nil, nil
 	}
-	var rep renewReply
-	if err := c.request(ctx, "renew", queue, renewRequest{Leases: leases, LeaseMS: durationMS(lease)}, nil, 0, &rep); err != nil {
+	var rep protocol.RenewReply
+	if err := c.request(ctx, protocol.VerbRenew, queue, protocol.RenewRequest{Leases: leases, LeaseMS: durationMS(lease)}, nil, 0, &rep); err != nil {
 		return nil, err
 	}
 	if len(rep.Results) != len(leases) {
@@ -196,7 +192,7 @@ func (c *Client) Renew(ctx context.Context, queue string, leases []string, lease
 // the configuration (creating the queue with defaults).
 func (c *Client) Configure(ctx context.Context, queue string, patch ConfigPatch) (Config, error) {
 	var cfg Config
-	if err := c.request(ctx, "configure", queue, patch, nil, 0, &cfg); err != nil {
+	if err := c.request(ctx, protocol.VerbConfigure, queue, patch, nil, 0, &cfg); err != nil {
 		return Config{}, err
 	}
 	return cfg, nil
@@ -205,7 +201,7 @@ func (c *Client) Configure(ctx context.Context, queue string, patch ConfigPatch)
 // Info returns a queue's settings and live figures, or ErrNotFound.
 func (c *Client) Info(ctx context.Context, queue string) (Info, error) {
 	var info Info
-	if err := c.request(ctx, "info", queue, nil, nil, 0, &info); err != nil {
+	if err := c.request(ctx, protocol.VerbInfo, queue, nil, nil, 0, &info); err != nil {
 		return Info{}, err
 	}
 	return info, nil
@@ -213,8 +209,8 @@ func (c *Client) Info(ctx context.Context, queue string) (Info, error) {
 
 // List returns a summary line of every queue, ordered by name.
 func (c *Client) List(ctx context.Context) ([]QueueSummary, error) {
-	var rep listReply
-	if err := c.request(ctx, "list", "", nil, nil, 0, &rep); err != nil {
+	var rep protocol.ListReply
+	if err := c.request(ctx, protocol.VerbList, "", nil, nil, 0, &rep); err != nil {
 		return nil, err
 	}
 	return rep.Queues, nil
@@ -222,33 +218,24 @@ func (c *Client) List(ctx context.Context) ([]QueueSummary, error) {
 
 // Delete removes a queue and all its data, or returns ErrNotFound.
 func (c *Client) Delete(ctx context.Context, queue string) error {
-	return c.request(ctx, "delete", queue, nil, nil, 0, nil)
+	return c.request(ctx, protocol.VerbDelete, queue, nil, nil, 0, nil)
 }
 
 // DeadLetters returns a page of a queue's dead letters, oldest first, and
 // the cursor of the next page ("" after the last page).
 func (c *Client) DeadLetters(ctx context.Context, queue string, q DeadLetterQuery) ([]DeadLetter, string, error) {
-	var rep dlqReply
-	if err := c.request(ctx, "dlq", queue, dlqRequest{Group: q.Group, Limit: q.Limit, After: q.After}, nil, 0, &rep); err != nil {
+	var rep protocol.DLQReply
+	req := protocol.DLQRequest{Group: q.Group, Limit: optInt(q.Limit), After: q.After}
+	if err := c.request(ctx, protocol.VerbDLQ, queue, req, nil, 0, &rep); err != nil {
 		return nil, "", err
 	}
 	out := make([]DeadLetter, len(rep.DeadLetters))
 	for i, d := range rep.DeadLetters {
-		data, err := decodeData(d.Data, d.DataB64)
+		dl, err := deadLetter(d)
 		if err != nil {
 			return nil, "", fmt.Errorf("comb: dlq %s: dead letter %s: %w", queue, d.DLQID, err)
 		}
-		out[i] = DeadLetter{
-			DLQID:     d.DLQID,
-			Group:     d.Group,
-			Partition: d.Partition,
-			Offset:    d.Offset,
-			ID:        d.ID,
-			Attempts:  d.Attempts,
-			Reason:    d.Reason,
-			DeadAt:    d.DeadAt,
-			Data:      data,
-		}
+		out[i] = dl
 	}
 	return out, rep.Next, nil
 }
@@ -260,8 +247,8 @@ func (c *Client) Replay(ctx context.Context, queue string, dlqIDs []string) (int
 	if len(dlqIDs) == 0 {
 		return 0, nil
 	}
-	var rep dlqReply
-	if err := c.request(ctx, "dlq", queue, dlqRequest{Replay: dlqIDs}, nil, 0, &rep); err != nil {
+	var rep protocol.DoneReply
+	if err := c.request(ctx, protocol.VerbDLQ, queue, protocol.DLQRequest{Replay: dlqIDs}, nil, 0, &rep); err != nil {
 		return 0, err
 	}
 	return rep.Done, nil
@@ -273,8 +260,8 @@ func (c *Client) Purge(ctx context.Context, queue string, dlqIDs []string) (int,
 	if len(dlqIDs) == 0 {
 		return 0, nil
 	}
-	var rep dlqReply
-	if err := c.request(ctx, "dlq", queue, dlqRequest{Purge: dlqIDs}, nil, 0, &rep); err != nil {
+	var rep protocol.DoneReply
+	if err := c.request(ctx, protocol.VerbDLQ, queue, protocol.DLQRequest{Purge: dlqIDs}, nil, 0, &rep); err != nil {
 		return 0, err
 	}
 	return rep.Done, nil
@@ -283,37 +270,26 @@ func (c *Client) Purge(ctx context.Context, queue string, dlqIDs []string) (int,
 // rawBody marks a request body that is sent as is, not encoded as JSON.
 type rawBody []byte
 
-// request sends one request on <prefix>.<verb>[.<queue>] and decodes the
-// reply into out (unless out is nil). extra lengthens the timeout by a
-// pop's long-poll time.
+// request sends one request on protocol.Subject(prefix, verb, queue) and
+// decodes the reply into out (unless out is nil). extra lengthens the
+// timeout by a pop's long-poll time.
 func (c *Client) request(ctx context.Context, verb, queue string, body any, hdr nats.Header, extra time.Duration, out any) error {
 	op := verb
-	subject := c.prefix + "." + verb
-	if verb != "list" {
+	if verb != protocol.VerbList {
 		op = verb + " " + queue
 		if err := checkQueue(queue); err != nil {
 			return fmt.Errorf("comb: %s: %w", op, err)
 		}
-		subject += "." + queue
 	}
+	subject := protocol.Subject(c.prefix, verb, queue)
 
 	msg := nats.NewMsg(subject)
 	msg.Header = hdr
-	switch b := body.(type) {
-	case rawBody:
-		msg.Data = b
-	case nil:
-		msg.Data = []byte("{}")
-	default:
-		var buf bytes.Buffer
-		enc := json.NewEncoder(&buf)
-		// Message data embedded as JSON must stay byte for byte.
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(b); err != nil {
-			return fmt.Errorf("comb: %s: encode request: %w", op, err)
-		}
-		msg.Data = bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	data, err := encodeBody(body)
+	if err != nil {
+		return fmt.Errorf("comb: %s: encode request: %w", op, err)
 	}
+	msg.Data = data
 
 	timeout := c.timeout + extra
 	rctx, cancel := context.WithTimeout(ctx, timeout)
@@ -330,7 +306,7 @@ func (c *Client) request(ctx context.Context, verb, queue string, body any, hdr 
 			return fmt.Errorf("comb: %s: %w", op, err)
 		}
 	}
-	if code := reply.Header.Get(headerErrorCode); code != "" {
+	if code := reply.Header.Get(protocol.HeaderErrorCode); code != "" {
 		return fmt.Errorf("comb: %s: %w", op, replyError(code, reply))
 	}
 	if out == nil {
@@ -342,18 +318,37 @@ func (c *Client) request(ctx context.Context, verb, queue string, body any, hdr 
 	return nil
 }
 
+// encodeBody returns a request's body: b itself for a rawBody, {} for nil,
+// else b encoded by encoding/json.
+func encodeBody(b any) ([]byte, error) {
+	switch b := b.(type) {
+	case rawBody:
+		return b, nil
+	case nil:
+		return []byte("{}"), nil
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	// Message data embedded as JSON must stay byte for byte.
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(b); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
 // replyError builds the *Error of an error reply. The body's message is
 // preferred to the header's: headers are single-line, the body need not be.
 func replyError(code string, reply *nats.Msg) *Error {
-	e := &Error{Message: reply.Header.Get(headerError)}
+	e := &Error{Message: reply.Header.Get(protocol.HeaderError)}
 	n, err := strconv.Atoi(code)
 	if err != nil {
-		e.Code = 500
+		e.Code = protocol.CodeInternal
 		e.Message = "malformed error code " + strconv.Quote(code) + ": " + e.Message
 		return e
 	}
 	e.Code = n
-	var body errorReply
+	var body protocol.ErrorReply
 	if len(reply.Data) > 0 && json.Unmarshal(reply.Data, &body) == nil && body.Error.Message != "" {
 		e.Message = body.Error.Message
 	}
@@ -365,14 +360,16 @@ func replyError(code string, reply *nats.Msg) *Error {
 
 // checkQueue refuses names that cannot form a subject, so that they fail
 // like any other bad name (ErrBadRequest) rather than with a NATS protocol
-// error; the service checks the finer rules.
+// error. The service checks the finer rules (protocol.ValidateQueue); the
+// client leaves them to it, so that a name the service accepts is never
+// refused by an older client.
 func checkQueue(queue string) error {
 	if queue == "" {
-		return &Error{Code: 400, Message: "empty queue name"}
+		return protocol.BadRequest("empty queue name")
 	}
 	if strings.ContainsAny(queue, " \t\r\n*>") || strings.HasPrefix(queue, ".") ||
 		strings.HasSuffix(queue, ".") || strings.Contains(queue, "..") {
-		return &Error{Code: 400, Message: "bad queue name " + strconv.Quote(queue)}
+		return protocol.BadRequest("bad queue name %q", queue)
 	}
 	return nil
 }

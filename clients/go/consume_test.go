@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	comb "github.com/combmq/comb/clients/go"
+	"github.com/combmq/comb/protocol"
 )
 
 // payload is the body of the messages the consume tests push.
@@ -235,8 +236,8 @@ func TestConsumeAckInflightBound(t *testing.T) {
 
 	const limit = 2
 	var cur, peak atomic.Int64
-	startRelay(t, b.nc, "slow", "comb", func(verb string) func() {
-		if verb != "ack" {
+	startRelay(t, b.nc, "slow", comb.DefaultPrefix, func(verb string) func() {
+		if verb != protocol.VerbAck {
 			return func() {}
 		}
 		n := cur.Add(1)
@@ -361,8 +362,8 @@ func TestConsumeDrainsAcksOnCancel(t *testing.T) {
 	pushNumbered(t, b, "drain2", []string{"a"}, 3)
 	ackDelay := map[string]time.Duration{"drain": 300 * time.Millisecond, "drain2": 1500 * time.Millisecond}
 	for _, queue := range []string{"drain", "drain2"} {
-		startRelay(t, b.nc, "slow-"+queue, "comb", func(verb string) func() {
-			if verb == "ack" {
+		startRelay(t, b.nc, "slow-"+queue, comb.DefaultPrefix, func(verb string) func() {
+			if verb == protocol.VerbAck {
 				time.Sleep(ackDelay[queue]) // injected latency
 			}
 			return func() {}

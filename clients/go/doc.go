@@ -3,10 +3,13 @@
 //
 // The client is a thin layer over nats.go: every method sends one request on
 // a subject of the form <prefix>.<verb>.<queue> (prefix "comb" by default)
-// and decodes the JSON reply. The request and reply types in this package
-// mirror the wire protocol field for field, so the package also serves as a
-// readable statement of it; docs/protocol.md in the repository is the full
-// description, with nats CLI examples.
+// and decodes the JSON reply. The subjects, headers, codes and the JSON
+// shapes of every request and reply live in the package
+// github.com/combmq/comb/protocol, which this client encodes and decodes
+// with encoding/json; the types here that are exactly a wire shape (Config,
+// Info, PushResult, …) are aliases of protocol's, and the rest (Message,
+// Delivery, Ack, …) are converted to and from it. docs/protocol.md in the
+// repository is the full description, with nats CLI examples.
 //
 // A message is an opaque byte string. On the wire it travels as "data" when
 // its bytes are compact, valid JSON (so they stay readable in the CLI and
@@ -18,6 +21,7 @@
 // in order; it settles them with a cumulative ack. Client.Consume runs that
 // loop for you, with asynchronous, bounded acks.
 //
-// Errors the service reports carry a wire code; they are *Error values that
-// match the sentinel errors (ErrBadRequest, ErrNotFound, …) with errors.Is.
+// Errors the service reports carry a wire code; they are *Error values
+// (protocol.Error) that match the sentinel errors (ErrBadRequest,
+// ErrNotFound, …, protocol's) with errors.Is.
 package comb

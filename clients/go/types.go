@@ -7,47 +7,49 @@ import (
 	"fmt"
 	"time"
 	"unicode/utf8"
+
+	"github.com/combmq/comb/protocol"
 )
 
 // DefaultPartition is the partition of a message pushed without one.
-const DefaultPartition = "default"
+const DefaultPartition = protocol.DefaultPartition
 
 // DefaultGroup is the consumer group of a pop or ack that names none.
-const DefaultGroup = "default"
+const DefaultGroup = protocol.DefaultGroup
 
-// Push statuses, in PushResult.Status.
+// Push statuses, in PushResult.Status; see the protocol package.
 const (
 	// StatusStored: the message is durable in PostgreSQL at Offset.
-	StatusStored = "stored"
+	StatusStored = protocol.StatusStored
 	// StatusDuplicate: a message with the same ID was already stored in the
 	// partition within the queue's dedup window; Offset is the original's.
-	StatusDuplicate = "duplicate"
+	StatusDuplicate = protocol.StatusDuplicate
 	// StatusSpooled: PostgreSQL was unreachable and the message is durable in
 	// the broker's local disk spool; it has no offset yet.
-	StatusSpooled = "spooled"
+	StatusSpooled = protocol.StatusSpooled
 )
 
-// Ack statuses, in Ack.Status.
+// Ack statuses, in Ack.Status; see the protocol package.
 const (
 	// AckCompleted settles the message and every earlier one of its lease.
-	AckCompleted = "completed"
+	AckCompleted = protocol.AckCompleted
 	// AckRetry settles the earlier messages of the lease and makes this one
 	// and the rest of the lease deliverable again at once, without spending
 	// an attempt.
-	AckRetry = "retry"
+	AckRetry = protocol.AckRetry
 	// AckFailed is like AckRetry but spends an attempt: when the queue's
 	// max_attempts are spent the message is dead-lettered.
-	AckFailed = "failed"
+	AckFailed = protocol.AckFailed
 	// AckDead dead-letters the message at once.
-	AckDead = "dead"
+	AckDead = protocol.AckDead
 )
 
 // Values of PopOptions.From; FromTime makes the third kind.
 const (
 	// FromAll starts a new group at the oldest retained message.
-	FromAll = "all"
+	FromAll = protocol.FromAll
 	// FromNew starts a new group at the next message pushed.
-	FromNew = "new"
+	FromNew = protocol.FromNew
 )
 
 // FromTime returns a PopOptions.From that starts a new group at the first
@@ -66,12 +68,8 @@ type Message struct {
 	Data []byte
 }
 
-// PushResult is the outcome of one pushed message.
-type PushResult struct {
-	Partition string `json:"partition"`
-	Offset    int64  `json:"offset"`
-	Status    string `json:"status"` // StatusStored, StatusDuplicate or StatusSpooled
-}
+// PushResult is the outcome of one pushed message: the wire form.
+type PushResult = protocol.PushResult
 
 // PutOptions are the options of Client.Put, sent as the headers
 // Comb-Partition and Comb-Id.
@@ -80,17 +78,20 @@ type PutOptions struct {
 	ID        string
 }
 
-// PopOptions are the options of Client.Pop; the zero value pops up to 100
-// messages of one partition for the default group, without waiting.
+// PopOptions are the options of Client.Pop; the zero value pops up to
+// protocol.DefaultPopMax messages of one partition for the default group,
+// without waiting.
 type PopOptions struct {
 	// Group is the consumer group; empty means DefaultGroup.
 	Group string
 	// Partition restricts the pop to one partition; empty means any
 	// partition with messages ready (the service spreads pops fairly).
 	Partition string
-	// Max is the most messages returned; 0 means the service's default (100).
+	// Max is the most messages returned; 0 means the service's default
+	// (protocol.DefaultPopMax).
 	Max int
-	// Partitions is the most partitions one pop leases; 0 means 1.
+	// Partitions is the most partitions one pop leases; 0 means the
+	// service's default (protocol.DefaultPopPartitions, 1).
 	Partitions int
 	// Wait long-polls this long when nothing is ready. It is sent in whole
 	// milliseconds, and the request's timeout is extended by it.
@@ -104,7 +105,8 @@ type PopOptions struct {
 	From string
 }
 
-// Delivery is one delivered message.
+// Delivery is one delivered message, its bytes decoded from the data or
+// data_b64 of its wire form, protocol.Delivery.
 type Delivery struct {
 	Partition string
 	Offset    int64
@@ -118,22 +120,24 @@ type Delivery struct {
 }
 
 // Ack settles a leased message and, cumulatively, every earlier message of
-// the same lease.
+// the same lease. It is protocol.Ack with a plain Offset, which the wire
+// form makes a pointer only so that a missing offset can be told from 0.
 type Ack struct {
-	Partition string `json:"partition"`
-	Offset    int64  `json:"offset"`
-	Lease     string `json:"lease"`
+	Partition string
+	Offset    int64
+	Lease     string
 	// Status is one of AckCompleted (the default when empty), AckRetry,
 	// AckFailed or AckDead.
-	Status string `json:"status,omitempty"`
+	Status string
 }
 
 // AckResult is the outcome of one Ack. An ack under a wrong or expired lease,
 // or for an offset outside its lease, settles nothing: OK is false and Error
-// says why.
+// says why. It has the fields of protocol.AckResult; it is a type of its own
+// for its Err method, whose text names this client.
 type AckResult struct {
-	OK    bool   `json:"ok"`
-	Error string `json:"error,omitempty"`
+	OK    bool
+	Error string
 }
 
 // Err returns nil for an accepted ack, else an error with the service's
@@ -148,43 +152,17 @@ func (r AckResult) Err() error {
 	return fmt.Errorf("comb: ack refused: %s", r.Error)
 }
 
-// RenewResult is the outcome of renewing one lease.
-type RenewResult struct {
-	Lease     string    `json:"lease"`
-	OK        bool      `json:"ok"`
-	ExpiresAt time.Time `json:"expires_at"`
-	Error     string    `json:"error,omitempty"`
-}
+// RenewResult is the outcome of renewing one lease: the wire form.
+type RenewResult = protocol.RenewResult
 
-// Config is a queue's settings. Field names and units follow the wire.
-type Config struct {
-	LeaseMS             int64 `json:"lease_ms"`              // lease time of a pop (30000)
-	MaxAttempts         int64 `json:"max_attempts"`          // deliveries charged by "failed" before dead-lettering (3)
-	DeadLetter          bool  `json:"dead_letter"`           // keep dead letters, else drop them (true)
-	DedupWindowS        int64 `json:"dedup_window_s"`        // how long a producer id is remembered, 0 = off
-	CompletedRetentionS int64 `json:"completed_retention_s"` // delete messages all groups completed after this long, 0 = keep
-	MaxAgeS             int64 `json:"max_age_s"`             // delete messages after this long, consumed or not, 0 = keep
-	DelayMS             int64 `json:"delay_ms"`              // a message becomes deliverable this long after its push
-	MaxMessages         int64 `json:"max_messages"`          // refuse pushes (429) beyond this many retained, 0 = no limit
-	MaxBytes            int64 `json:"max_bytes"`             // refuse pushes (429) beyond this many retained bytes, 0 = no limit
-	MaxMessageBytes     int64 `json:"max_message_bytes"`     // largest single message (1048576)
-}
+// Config is a queue's settings: the wire form, whose field names and units
+// follow docs/protocol.md.
+type Config = protocol.QueueConfig
 
 // ConfigPatch is a partial queue configuration for Client.Configure: nil
 // fields keep their current value (a new queue's default). Int64 and Bool
 // make the pointers.
-type ConfigPatch struct {
-	LeaseMS             *int64 `json:"lease_ms,omitempty"`
-	MaxAttempts         *int64 `json:"max_attempts,omitempty"`
-	DeadLetter          *bool  `json:"dead_letter,omitempty"`
-	DedupWindowS        *int64 `json:"dedup_window_s,omitempty"`
-	CompletedRetentionS *int64 `json:"completed_retention_s,omitempty"`
-	MaxAgeS             *int64 `json:"max_age_s,omitempty"`
-	DelayMS             *int64 `json:"delay_ms,omitempty"`
-	MaxMessages         *int64 `json:"max_messages,omitempty"`
-	MaxBytes            *int64 `json:"max_bytes,omitempty"`
-	MaxMessageBytes     *int64 `json:"max_message_bytes,omitempty"`
-}
+type ConfigPatch = protocol.ConfigPatch
 
 // Int64 returns a pointer to v, for ConfigPatch.
 func Int64(v int64) *int64 { return &v }
@@ -192,51 +170,28 @@ func Int64(v int64) *int64 { return &v }
 // Bool returns a pointer to v, for ConfigPatch.
 func Bool(v bool) *bool { return &v }
 
-// Info is a queue's settings and live figures.
-type Info struct {
-	Name        string          `json:"name"`
-	Config      Config          `json:"config"`
-	CreatedAt   time.Time       `json:"created_at"`
-	Messages    int64           `json:"messages"`     // retained messages
-	Bytes       int64           `json:"bytes"`        // retained payload bytes
-	DeadLetters int64           `json:"dead_letters"` // dead letters kept
-	Partitions  []PartitionInfo `json:"partitions"`
-	Groups      []GroupInfo     `json:"groups"`
-}
+// Info is a queue's settings and live figures: the wire form.
+type Info = protocol.Info
 
-// PartitionInfo is one partition's figures.
-type PartitionInfo struct {
-	Name       string `json:"name"`
-	NextOffset int64  `json:"next_offset"` // offset the next message will get
-	LowOffset  int64  `json:"low_offset"`  // oldest retained offset
-}
+// PartitionInfo is one partition's figures: the wire form.
+type PartitionInfo = protocol.PartitionInfo
 
-// GroupInfo is one consumer group's state over a queue.
-type GroupInfo struct {
-	Name    string `json:"name"`
-	Pending int64  `json:"pending"` // messages the group has not completed
-	Leased  int64  `json:"leased"`  // partitions the group holds a lease on
-}
+// GroupInfo is one consumer group's state over a queue: the wire form.
+type GroupInfo = protocol.GroupInfo
 
-// QueueSummary is one line of Client.List.
-type QueueSummary struct {
-	Name       string `json:"name"`
-	Partitions int64  `json:"partitions"`
-	Messages   int64  `json:"messages"`
-	Bytes      int64  `json:"bytes"`
-	Groups     int64  `json:"groups"`
-	Pending    int64  `json:"pending"` // the largest backlog of any group
-}
+// QueueSummary is one line of Client.List: the wire form.
+type QueueSummary = protocol.QueueSummary
 
 // DeadLetterQuery selects a page of dead letters; the zero value is the
-// first page of up to 100 of every group.
+// first page of up to protocol.DefaultDLQLimit of every group.
 type DeadLetterQuery struct {
 	Group string // empty means every group
-	Limit int    // 0 means the service's default (100)
+	Limit int    // 0 means the service's default (protocol.DefaultDLQLimit)
 	After string // the cursor returned with the previous page
 }
 
-// DeadLetter is a message a group gave up on.
+// DeadLetter is a message a group gave up on, its bytes decoded from the
+// data or data_b64 of its wire form, protocol.DeadLetter.
 type DeadLetter struct {
 	DLQID     string
 	Group     string
@@ -249,109 +204,23 @@ type DeadLetter struct {
 	Data      []byte
 }
 
-// The types below are the wire forms that need care with message bytes;
-// the others above are their own wire form.
+// The conversions between the client's types and the wire shapes of the
+// protocol package. The request and reply bodies themselves are protocol
+// types, encoded and decoded by encoding/json.
 
-type wireMessage struct {
-	Partition string          `json:"partition,omitempty"`
-	ID        string          `json:"id,omitempty"`
-	Data      json.RawMessage `json:"data,omitempty"`
-	DataB64   *string         `json:"data_b64,omitempty"`
-}
-
-type pushRequest struct {
-	Messages []wireMessage `json:"messages"`
-}
-
-type pushReply struct {
-	Results []PushResult `json:"results"`
-}
-
-type popRequest struct {
-	Group      string `json:"group,omitempty"`
-	Partition  string `json:"partition,omitempty"`
-	Max        int    `json:"max,omitempty"`
-	Partitions int    `json:"partitions,omitempty"`
-	WaitMS     int64  `json:"wait_ms,omitempty"`
-	LeaseMS    int64  `json:"lease_ms,omitempty"`
-	AutoAck    bool   `json:"auto_ack,omitempty"`
-	From       string `json:"from,omitempty"`
-}
-
-type wireDelivery struct {
-	Partition string          `json:"partition"`
-	Offset    int64           `json:"offset"`
-	ID        string          `json:"id"`
-	Lease     string          `json:"lease"`
-	Attempt   int             `json:"attempt"`
-	CreatedAt time.Time       `json:"created_at"`
-	Data      json.RawMessage `json:"data"`
-	DataB64   *string         `json:"data_b64"`
-}
-
-type popReply struct {
-	Messages []wireDelivery `json:"messages"`
-}
-
-type ackRequest struct {
-	Group string `json:"group,omitempty"`
-	Acks  []Ack  `json:"acks"`
-}
-
-type ackReply struct {
-	Results []AckResult `json:"results"`
-}
-
-type renewRequest struct {
-	Leases  []string `json:"leases"`
-	LeaseMS int64    `json:"lease_ms,omitempty"`
-}
-
-type renewReply struct {
-	Results []RenewResult `json:"results"`
-}
-
-type listReply struct {
-	Queues []QueueSummary `json:"queues"`
-}
-
-type dlqRequest struct {
-	Group  string   `json:"group,omitempty"`
-	Limit  int      `json:"limit,omitempty"`
-	After  string   `json:"after,omitempty"`
-	Replay []string `json:"replay,omitempty"`
-	Purge  []string `json:"purge,omitempty"`
-}
-
-type wireDeadLetter struct {
-	DLQID     string          `json:"dlq_id"`
-	Group     string          `json:"group"`
-	Partition string          `json:"partition"`
-	Offset    int64           `json:"offset"`
-	ID        string          `json:"id"`
-	Attempts  int             `json:"attempts"`
-	Reason    string          `json:"reason"`
-	DeadAt    time.Time       `json:"dead_at"`
-	Data      json.RawMessage `json:"data"`
-	DataB64   *string         `json:"data_b64"`
-}
-
-type dlqReply struct {
-	DeadLetters []wireDeadLetter `json:"dead_letters"`
-	Next        string           `json:"next"`
-	Done        int              `json:"done"`
-}
-
-type errorReply struct {
-	Error struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
+// pushMessage is the wire form of m.
+func pushMessage(m Message) protocol.PushMessage {
+	w := protocol.PushMessage{Partition: m.Partition, ID: m.ID}
+	w.Data, w.DataB64 = encodeData(m.Data)
+	return w
 }
 
 // encodeData sets the data field of a wire message. Bytes go as "data" only
-// when they are compact, valid UTF-8 JSON: encoding/json re-compacts
-// embedded JSON, so anything else would not arrive byte for byte.
+// when they are compact, valid UTF-8 JSON, a stricter rule than the
+// broker's (valid UTF-8 JSON with no space around it, docs/protocol.md):
+// the broker writes "data" by hand, byte for byte, but encoding/json
+// re-compacts a RawMessage as it marshals it, so JSON with inner spaces
+// would arrive changed. Such bytes go as "data_b64" instead.
 func encodeData(b []byte) (json.RawMessage, *string) {
 	if len(b) > 0 && utf8.Valid(b) && json.Valid(b) && isCompact(b) {
 		return json.RawMessage(b), nil
@@ -360,6 +229,8 @@ func encodeData(b []byte) (json.RawMessage, *string) {
 	return nil, &s
 }
 
+// isCompact reports whether b is JSON that json.Compact leaves unchanged,
+// that is, JSON encoding/json will marshal byte for byte.
 func isCompact(b []byte) bool {
 	var buf bytes.Buffer
 	buf.Grow(len(b))
@@ -380,6 +251,56 @@ func decodeData(raw json.RawMessage, b64 *string) ([]byte, error) {
 	}
 	// Unmarshal already copied raw out of the reply buffer.
 	return []byte(raw), nil
+}
+
+// delivery is the client's form of a delivered message.
+func delivery(m protocol.Delivery) (Delivery, error) {
+	data, err := decodeData(m.Data, m.DataB64)
+	if err != nil {
+		return Delivery{}, err
+	}
+	return Delivery{
+		Partition: m.Partition,
+		Offset:    m.Offset,
+		ID:        m.ID,
+		Lease:     m.Lease,
+		Attempt:   m.Attempt,
+		CreatedAt: m.CreatedAt,
+		Data:      data,
+	}, nil
+}
+
+// deadLetter is the client's form of a dead letter.
+func deadLetter(d protocol.DeadLetter) (DeadLetter, error) {
+	data, err := decodeData(d.Data, d.DataB64)
+	if err != nil {
+		return DeadLetter{}, err
+	}
+	return DeadLetter{
+		DLQID:     d.DLQID,
+		Group:     d.Group,
+		Partition: d.Partition,
+		Offset:    d.Offset,
+		ID:        d.ID,
+		Attempts:  d.Attempts,
+		Reason:    d.Reason,
+		DeadAt:    d.DeadAt,
+		Data:      data,
+	}, nil
+}
+
+// wireAck is the wire form of a.
+func wireAck(a Ack) protocol.Ack {
+	return protocol.Ack{Partition: a.Partition, Offset: &a.Offset, Lease: a.Lease, Status: a.Status}
+}
+
+// optInt is a count option on the wire: nil (left out, the service's
+// default) for 0, which the options' zero values mean.
+func optInt(n int) *int {
+	if n == 0 {
+		return nil
+	}
+	return &n
 }
 
 func durationMS(d time.Duration) int64 {

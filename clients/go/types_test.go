@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/combmq/comb/protocol"
 )
 
 func TestEncodeDataChoosesField(t *testing.T) {
@@ -46,11 +48,9 @@ func TestEncodeDataChoosesField(t *testing.T) {
 func TestPushBodyKeepsBytes(t *testing.T) {
 	t.Parallel()
 	msgs := [][]byte{[]byte(`{"a":"<b>&\u2028"}`), []byte("\x00binary"), []byte(`{"sku": 42}`), {}}
-	req := pushRequest{}
+	req := protocol.PushRequest{}
 	for _, m := range msgs {
-		w := wireMessage{Partition: "p"}
-		w.Data, w.DataB64 = encodeData(m)
-		req.Messages = append(req.Messages, w)
+		req.Messages = append(req.Messages, pushMessage(Message{Partition: "p", Data: m}))
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -59,9 +59,7 @@ func TestPushBodyKeepsBytes(t *testing.T) {
 	require.Contains(t, buf.String(), `"data":{"a":"<b>&\u2028"}`)
 	require.Contains(t, buf.String(), `"data_b64":""`, "an empty message still carries a data field")
 
-	var back struct {
-		Messages []wireDelivery `json:"messages"`
-	}
+	var back protocol.PopReply
 	require.NoError(t, json.Unmarshal(buf.Bytes(), &back))
 	require.Len(t, back.Messages, len(msgs))
 	for i, m := range back.Messages {
@@ -73,7 +71,7 @@ func TestPushBodyKeepsBytes(t *testing.T) {
 
 func TestDecodeDataNullIsBytes(t *testing.T) {
 	t.Parallel()
-	var d wireDelivery
+	var d protocol.Delivery
 	require.NoError(t, json.Unmarshal([]byte(`{"data":null}`), &d))
 	got, err := decodeData(d.Data, d.DataB64)
 	require.NoError(t, err)
@@ -90,13 +88,12 @@ func FuzzEncodeDataRoundTrip(f *testing.F) {
 	f.Add([]byte(`"\u00e9"`))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, in []byte) {
-		w := wireMessage{}
-		w.Data, w.DataB64 = encodeData(in)
+		w := pushMessage(Message{Data: in})
 		var buf bytes.Buffer
 		enc := json.NewEncoder(&buf)
 		enc.SetEscapeHTML(false)
 		require.NoError(t, enc.Encode(w))
-		var back wireDelivery
+		var back protocol.Delivery
 		require.NoError(t, json.Unmarshal(buf.Bytes(), &back))
 		got, err := decodeData(back.Data, back.DataB64)
 		require.NoError(t, err)
