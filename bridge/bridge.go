@@ -105,7 +105,9 @@ type Config struct {
 	StopTimeout time.Duration
 }
 
-func (c Config) withDefaults() Config {
+// WithDefaults returns c with every zero field set to the default its
+// comment names: what New runs with.
+func (c Config) WithDefaults() Config {
 	def := func(v *int, d int) {
 		if *v == 0 {
 			*v = d
@@ -144,35 +146,45 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-func (c Config) validate() error {
+// Validate reports every problem of a configuration (after WithDefaults)
+// at once, naming each field by its configuration key (push_workers is
+// PushWorkers), as `comb serve` spells it in files and, with dashes, in
+// flags.
+func (c Config) Validate() error {
+	var errs []error
 	if err := protocol.ValidateQueue(c.Prefix); err != nil {
-		return fmt.Errorf("prefix %q: must be dot-separated tokens of A-Z a-z 0-9 _ -", c.Prefix)
+		errs = append(errs, fmt.Errorf("prefix %q: must be dot-separated tokens of A-Z a-z 0-9 _ -", c.Prefix))
 	}
 	if err := protocol.ValidateQueue(c.QueueGroup); err != nil {
-		return fmt.Errorf("queue group %q: must be dot-separated tokens of A-Z a-z 0-9 _ -", c.QueueGroup)
+		errs = append(errs, fmt.Errorf("queue_group %q: must be dot-separated tokens of A-Z a-z 0-9 _ -", c.QueueGroup))
 	}
 	for _, f := range []struct {
 		name string
 		v    int
 	}{
-		{"push workers", c.PushWorkers}, {"push queue", c.PushQueue}, {"batch messages", c.BatchMessages},
-		{"batch bytes", c.BatchBytes}, {"pending bytes", c.PendingBytes}, {"ack workers", c.AckWorkers},
-		{"ack queue", c.AckQueue}, {"batch acks", c.BatchAcks}, {"pop workers", c.PopWorkers},
-		{"max pops", c.MaxPops}, {"admin workers", c.AdminWorkers}, {"admin queue", c.AdminQueue},
-		{"max message bytes", c.MaxMessageBytes}, {"max request bytes", c.MaxRequestBytes},
-		{"sub pending msgs", c.SubPendingMsgs}, {"sub pending bytes", c.SubPendingBytes},
+		{"push_workers", c.PushWorkers}, {"push_queue", c.PushQueue}, {"batch_messages", c.BatchMessages},
+		{"batch_bytes", c.BatchBytes}, {"pending_bytes", c.PendingBytes}, {"ack_workers", c.AckWorkers},
+		{"ack_queue", c.AckQueue}, {"batch_acks", c.BatchAcks}, {"pop_workers", c.PopWorkers},
+		{"max_pops", c.MaxPops}, {"admin_workers", c.AdminWorkers}, {"admin_queue", c.AdminQueue},
+		{"max_message_bytes", c.MaxMessageBytes}, {"max_request_bytes", c.MaxRequestBytes},
+		{"sub_pending_msgs", c.SubPendingMsgs}, {"sub_pending_bytes", c.SubPendingBytes},
 	} {
 		if f.v < 0 {
-			return fmt.Errorf("%s: %d is negative", f.name, f.v)
+			errs = append(errs, fmt.Errorf("%s %d: must not be negative", f.name, f.v))
 		}
 	}
 	if c.PendingBytes < c.MaxRequestBytes {
-		return fmt.Errorf("pending bytes %d: must be at least max request bytes %d", c.PendingBytes, c.MaxRequestBytes)
+		errs = append(errs, fmt.Errorf("pending_bytes %d: must be at least max_request_bytes %d", c.PendingBytes, c.MaxRequestBytes))
 	}
-	if c.RetryInterval < 0 || c.RequestTimeout < 0 || c.StopTimeout < 0 {
-		return errors.New("durations must not be negative")
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{{"retry_interval", c.RetryInterval}, {"request_timeout", c.RequestTimeout}, {"stop_timeout", c.StopTimeout}} {
+		if f.v < 0 {
+			errs = append(errs, fmt.Errorf("%s %s: must not be negative", f.name, f.v))
+		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Bridge serves the Comb protocol on a NATS connection.
@@ -239,8 +251,8 @@ func New(nc *nats.Conn, st *store.Store, cfg Config, log *slog.Logger) (*Bridge,
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	cfg = cfg.withDefaults()
-	if err := cfg.validate(); err != nil {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("bridge: config: %w", err)
 	}
 	b := &Bridge{

@@ -6,11 +6,14 @@ package embeddednats
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,24 +28,51 @@ import (
 // after base64 and a JSON envelope.
 const DefaultMaxPayload = 8 << 20
 
+// Comb's defaults for what neither Config nor its Options set. The host is
+// loopback, secure by default: nats-server itself binds every interface.
+const (
+	DefaultHost                = "127.0.0.1"
+	DefaultPort                = server.DEFAULT_PORT
+	DefaultMaxPending          = server.MAX_PENDING_SIZE
+	DefaultLameDuckDuration    = 10 * time.Second
+	DefaultLameDuckGracePeriod = 2 * time.Second
+)
+
+// NoMonitoring as Config.HTTPPort turns monitoring off even when Options
+// enable it; HTTPPort 0 means "unset", which is nats-server's own
+// convention for every option.
+const NoMonitoring = -2
+
 // Config configures the embedded server. The zero value listens on
 // 127.0.0.1:4222 with monitoring off.
+//
+// Options, when set, are the base; every other field overrides them where
+// it is set (not its zero value), and Comb's own defaults below fill only
+// what neither sets.
 type Config struct {
-	// Host is the client listen address; "" means 127.0.0.1.
+	// Options are nats-server options read from a configuration file
+	// (authorization, accounts, tls, cluster, limits, ...); the fields
+	// below override them where set. Start does not modify them.
+	Options *server.Options
+
+	// Host is the client listen address; "" means the Options' host, else
+	// 127.0.0.1 (nats-server itself would bind every interface).
 	Host string
-	// Port is the client port: 0 means 4222, -1 a random free port.
+	// Port is the client port: 0 means the Options' port, else 4222; -1 a
+	// random free port.
 	Port int
 	// DontListen serves in-process connections only, with no TCP listener.
 	DontListen bool
 
-	// HTTPHost is the monitoring listen address; "" means Host.
+	// HTTPHost is the monitoring listen address; "" means the Options',
+	// else the client listen host.
 	HTTPHost string
-	// HTTPPort is the monitoring port (/varz, /connz, ...): 0 means off,
-	// -1 a random free port.
+	// HTTPPort is the monitoring port (/varz, /connz, ...): 0 means the
+	// Options' (off without them), -1 a random free port, NoMonitoring off.
 	HTTPPort int
 
 	// ServerName names the server in cluster and monitoring output; ""
-	// lets the server generate one.
+	// means the Options', else the server generates one.
 	ServerName string
 
 	// Username and Password, or Token, require clients to authenticate.
@@ -53,19 +83,21 @@ type Config struct {
 	// TLS, when set, requires TLS on client connections.
 	TLS *tls.Config
 
-	// Cluster joins other Comb brokers' NATS servers; zero means no cluster.
+	// Cluster joins other Comb brokers' NATS servers; zero means the
+	// Options' cluster, else none.
 	Cluster ClusterConfig
 
-	// MaxPayload is the largest message in bytes; 0 means DefaultMaxPayload.
+	// MaxPayload is the largest message in bytes; 0 means the Options',
+	// else DefaultMaxPayload.
 	MaxPayload int32
 	// MaxPending is how many bytes may queue for one slow client before
-	// the server cuts it off; 0 means the server default (64 MiB), raised
-	// to MaxPayload when that is larger.
+	// the server cuts it off; 0 means the Options', else the server
+	// default (64 MiB); it is raised to MaxPayload when that is larger.
 	MaxPending int64
 
 	// LameDuckDuration is how long LameDuck spreads client disconnects;
-	// 0 means 10 s. LameDuckGracePeriod is the wait before the first
-	// disconnect; 0 means 2 s.
+	// 0 means the Options', else 10 s. LameDuckGracePeriod is the wait
+	// before the first disconnect; 0 means the Options', else 2 s.
 	LameDuckDuration    time.Duration
 	LameDuckGracePeriod time.Duration
 
@@ -73,18 +105,22 @@ type Config struct {
 	ReadyTimeout time.Duration
 
 	// Logger receives the server's log: notices at Info, debug lines only
-	// when it is enabled for Debug. nil discards.
+	// when it is enabled for Debug. nil discards. The Options' own logging
+	// settings (log_file, syslog, ...) are not used.
 	Logger *slog.Logger
 	// Trace logs every protocol message at Debug-4; only for debugging.
+	// The Options' trace turns it on too.
 	Trace bool
 }
 
-// ClusterConfig joins the embedded server to a NATS cluster.
+// ClusterConfig joins the embedded server to a NATS cluster. Its fields
+// override the Options' cluster where set.
 type ClusterConfig struct {
 	// Name is the cluster name; every server in a cluster uses the same.
 	Name string
-	// Host and Port are the route listener; Port 0 means no cluster
-	// listener, -1 a random free port.
+	// Host and Port are the route listener; Port 0 means the Options'
+	// (none without them), -1 a random free port. Host "" means the
+	// Options', else the client listen host.
 	Host string
 	Port int
 	// Routes are the other servers, as nats-route://host:port URLs.
@@ -93,11 +129,12 @@ type ClusterConfig struct {
 
 // Server is a running embedded NATS server.
 type Server struct {
-	ns   *server.Server
-	opts *server.Options // as built by Config.options
-	cfg  Config
-	log  *slog.Logger
-	once sync.Once
+	ns    *server.Server
+	opts  *server.Options // as built by Config.options, plus Comb's own user
+	cfg   Config
+	creds []nats.Option // how Connect authenticates; never logged
+	log   *slog.Logger
+	once  sync.Once
 }
 
 // Start starts the server and waits until it accepts connections. It
@@ -105,6 +142,10 @@ type Server struct {
 // (a port in use), and after ReadyTimeout otherwise.
 func Start(cfg Config) (*Server, error) {
 	opts, err := cfg.options()
+	if err != nil {
+		return nil, err
+	}
+	creds, err := inProcessAuth(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +159,7 @@ func Start(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("embeddednats: %w", err)
 	}
 	adapter := &slogLogger{log: log, fatal: make(chan string, 1)}
-	ns.SetLoggerV2(adapter, log.Enabled(context.Background(), slog.LevelDebug), cfg.Trace, false)
+	ns.SetLoggerV2(adapter, log.Enabled(context.Background(), slog.LevelDebug), cfg.Trace || opts.Trace, false)
 	ns.Start()
 
 	timeout := cfg.ReadyTimeout
@@ -140,9 +181,9 @@ func Start(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("embeddednats: not ready for connections after %s", timeout)
 		}
 	}
-	s := &Server{ns: ns, opts: opts, cfg: cfg, log: log}
+	s := &Server{ns: ns, opts: opts, cfg: cfg, creds: creds, log: log}
 	attrs := []any{"client_url", s.ClientURL()}
-	if cfg.DontListen {
+	if opts.DontListen {
 		attrs = []any{"client_url", "in-process only"}
 	}
 	if u := s.MonitorURL(); u != "" {
@@ -155,77 +196,172 @@ func Start(cfg Config) (*Server, error) {
 	return s, nil
 }
 
+// Validate reports what Start would refuse in cfg before the server is
+// built: credentials that do not pair, a cluster without a name, a bad
+// route URL.
+func (cfg Config) Validate() error {
+	_, err := cfg.options()
+	return err
+}
+
+// options builds the server's options: a copy of cfg.Options, the fields
+// of cfg where set, then Comb's defaults where neither set a value.
 func (cfg Config) options() (*server.Options, error) {
-	host := cfg.Host
-	if host == "" {
-		host = "127.0.0.1"
+	opts := cfg.Options.Clone()
+	if opts == nil {
+		opts = &server.Options{}
 	}
-	opts := &server.Options{
-		ServerName:          cfg.ServerName,
-		Host:                host,
-		Port:                cfg.Port,
-		DontListen:          cfg.DontListen,
-		HTTPHost:            cfg.HTTPHost,
-		HTTPPort:            cfg.HTTPPort,
-		Username:            cfg.Username,
-		Password:            cfg.Password,
-		Authorization:       cfg.Token,
-		MaxPayload:          cfg.MaxPayload,
-		MaxPending:          cfg.MaxPending,
-		LameDuckDuration:    cfg.LameDuckDuration,
-		LameDuckGracePeriod: cfg.LameDuckGracePeriod,
-		// Comb handles signals itself: the first drains, the second exits.
-		NoSigs: true,
+	setStr := func(dst *string, v string) {
+		if v != "" {
+			*dst = v
+		}
+	}
+	setStr(&opts.Host, cfg.Host)
+	if opts.Host == "" {
+		opts.Host = DefaultHost
+	}
+	if cfg.Port != 0 {
+		opts.Port = cfg.Port
 	}
 	if opts.Port == 0 {
-		opts.Port = server.DEFAULT_PORT
+		opts.Port = DefaultPort
 	}
+	opts.DontListen = opts.DontListen || cfg.DontListen
+	setStr(&opts.HTTPHost, cfg.HTTPHost)
 	if opts.HTTPHost == "" {
-		opts.HTTPHost = host
+		opts.HTTPHost = opts.Host
 	}
-	if opts.MaxPayload == 0 {
-		opts.MaxPayload = DefaultMaxPayload
+	switch cfg.HTTPPort {
+	case 0:
+	case NoMonitoring:
+		opts.HTTPPort, opts.HTTPSPort = 0, 0
+	default:
+		opts.HTTPPort = cfg.HTTPPort
 	}
-	if opts.MaxPending == 0 {
-		opts.MaxPending = server.MAX_PENDING_SIZE
-	}
-	if opts.MaxPending < int64(opts.MaxPayload) {
-		opts.MaxPending = int64(opts.MaxPayload)
-	}
-	if opts.LameDuckDuration == 0 {
-		opts.LameDuckDuration = 10 * time.Second
-	}
-	if opts.LameDuckGracePeriod == 0 {
-		opts.LameDuckGracePeriod = 2 * time.Second
-	}
+	setStr(&opts.ServerName, cfg.ServerName)
+
 	if (cfg.Username == "") != (cfg.Password == "") {
 		return nil, errors.New("embeddednats: username and password go together")
 	}
 	if cfg.Token != "" && cfg.Username != "" {
 		return nil, errors.New("embeddednats: use a token or a username, not both")
 	}
+	setStr(&opts.Username, cfg.Username)
+	setStr(&opts.Password, cfg.Password)
+	setStr(&opts.Authorization, cfg.Token)
 	if cfg.TLS != nil {
 		opts.TLS = true
 		opts.TLSConfig = cfg.TLS
 	}
-	if c := cfg.Cluster; c.Port != 0 || len(c.Routes) > 0 {
-		if c.Name == "" {
+
+	if cfg.MaxPayload != 0 {
+		opts.MaxPayload = cfg.MaxPayload
+	}
+	if opts.MaxPayload == 0 {
+		opts.MaxPayload = DefaultMaxPayload
+	}
+	if cfg.MaxPending != 0 {
+		opts.MaxPending = cfg.MaxPending
+	}
+	if opts.MaxPending == 0 {
+		opts.MaxPending = DefaultMaxPending
+	}
+	if opts.MaxPending < int64(opts.MaxPayload) {
+		opts.MaxPending = int64(opts.MaxPayload)
+	}
+	if cfg.LameDuckDuration != 0 {
+		opts.LameDuckDuration = cfg.LameDuckDuration
+	}
+	if opts.LameDuckDuration == 0 {
+		opts.LameDuckDuration = DefaultLameDuckDuration
+	}
+	if cfg.LameDuckGracePeriod != 0 {
+		opts.LameDuckGracePeriod = cfg.LameDuckGracePeriod
+	}
+	if opts.LameDuckGracePeriod == 0 {
+		opts.LameDuckGracePeriod = DefaultLameDuckGracePeriod
+	}
+	// Comb handles signals itself: the first drains, the second exits.
+	opts.NoSigs = true
+
+	c := cfg.Cluster
+	setStr(&opts.Cluster.Name, c.Name)
+	setStr(&opts.Cluster.Host, c.Host)
+	if c.Port != 0 {
+		opts.Cluster.Port = c.Port
+	}
+	if len(c.Routes) > 0 {
+		opts.Routes = server.RoutesFromStr(strings.Join(c.Routes, ","))
+		if len(opts.Routes) != len(c.Routes) {
+			return nil, fmt.Errorf("embeddednats: bad route URL in %q", c.Routes)
+		}
+	}
+	if opts.Cluster.Port != 0 || len(opts.Routes) > 0 {
+		if opts.Cluster.Name == "" {
 			return nil, errors.New("embeddednats: a cluster needs a name")
 		}
-		opts.Cluster.Name = c.Name
-		opts.Cluster.Host = c.Host
+		// Like the client listener: loopback unless told otherwise.
 		if opts.Cluster.Host == "" {
-			opts.Cluster.Host = host
-		}
-		opts.Cluster.Port = c.Port
-		if len(c.Routes) > 0 {
-			opts.Routes = server.RoutesFromStr(strings.Join(c.Routes, ","))
-			if len(opts.Routes) != len(c.Routes) {
-				return nil, fmt.Errorf("embeddednats: bad route URL in %q", c.Routes)
-			}
+			opts.Cluster.Host = opts.Host
 		}
 	}
 	return opts, nil
+}
+
+// inProcessAuth returns how the in-process connection authenticates to a
+// server built from opts, and adds Comb's own user to opts when only a
+// user of its own can get in: a users or nkeys list (accounts' users land
+// there too), or a single user whose password is a bcrypt hash.
+func inProcessAuth(opts *server.Options) ([]nats.Option, error) {
+	if len(opts.TrustedOperators) > 0 || opts.AuthCallout != nil {
+		// Neither takes a locally configured user; the tenancy work gives
+		// the broker a credential of its own for them.
+		return nil, errors.New("embeddednats: operator (JWT) mode and auth callout are not supported yet: " +
+			"the broker's own connection needs a user from the configuration")
+	}
+	bcrypted := func(s string) bool { return bcryptRE.MatchString(s) }
+	switch {
+	case opts.Authorization != "":
+		if bcrypted(opts.Authorization) {
+			return nil, errors.New("embeddednats: a bcrypt-hashed token leaves the broker's own connection " +
+				"no way in; use a plain token or a users list")
+		}
+		return []nats.Option{nats.Token(opts.Authorization)}, nil
+	case opts.Username != "" && len(opts.Users) == 0 && len(opts.Nkeys) == 0 && !bcrypted(opts.Password):
+		return []nats.Option{nats.UserInfo(opts.Username, opts.Password)}, nil
+	case opts.Username == "" && len(opts.Users) == 0 && len(opts.Nkeys) == 0:
+		return nil, nil // no authentication
+	}
+	// nats-server refuses a single user next to a users list: make it one.
+	if opts.Username != "" {
+		opts.Users = append(opts.Users, &server.User{Username: opts.Username, Password: opts.Password})
+		opts.Username, opts.Password = "", ""
+	}
+	name, err := randomToken(8)
+	if err != nil {
+		return nil, err
+	}
+	pass, err := randomToken(24)
+	if err != nil {
+		return nil, err
+	}
+	name = "_comb_" + name
+	// No account: the user lands in the global account, where the bridge
+	// serves. Nil permissions allow everything; default_permissions were
+	// applied to the file's users when it was parsed, not to this one.
+	opts.Users = append(opts.Users, &server.User{Username: name, Password: pass})
+	return []nats.Option{nats.UserInfo(name, pass)}, nil
+}
+
+// bcryptRE is nats-server's test for a bcrypt-hashed secret.
+var bcryptRE = regexp.MustCompile(`^\$2[abxy]\$\d{2}\$.*`)
+
+func randomToken(n int) (string, error) {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("embeddednats: random credential: %w", err)
+	}
+	return hex.EncodeToString(b), nil
 }
 
 // NATS returns the underlying nats-server, for monitoring and tests.
@@ -254,13 +390,7 @@ func (s *Server) MonitorURL() string {
 // without TCP, authenticated when the server requires it. opts come after
 // Comb's own, so they may override them.
 func (s *Server) Connect(opts ...nats.Option) (*nats.Conn, error) {
-	base := []nats.Option{nats.InProcessServer(s.ns)}
-	if s.cfg.Username != "" {
-		base = append(base, nats.UserInfo(s.cfg.Username, s.cfg.Password))
-	}
-	if s.cfg.Token != "" {
-		base = append(base, nats.Token(s.cfg.Token))
-	}
+	base := append([]nats.Option{nats.InProcessServer(s.ns)}, s.creds...)
 	nc, err := nats.Connect(s.ns.ClientURL(), append(base, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("embeddednats: connect in process: %w", err)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -185,4 +186,102 @@ func TestLameDuck(t *testing.T) {
 		t.Fatal("client not disconnected")
 	}
 	s.Shutdown() // no-op after LameDuck
+}
+
+// fileOptions reads a nats-server configuration the way a -config file is
+// read.
+func fileOptions(t *testing.T, body string) *server.Options {
+	t.Helper()
+	o := &server.Options{}
+	require.NoError(t, o.ProcessConfigString(body))
+	return o
+}
+
+// TestOptionsBase: the file's options are the base, Config's fields
+// override them where set, and Comb's defaults fill the rest.
+func TestOptionsBase(t *testing.T) {
+	t.Parallel()
+	o, err := Config{}.options()
+	require.NoError(t, err)
+	require.Equal(t, DefaultHost, o.Host)
+	require.Equal(t, DefaultPort, o.Port)
+	require.Equal(t, int32(DefaultMaxPayload), o.MaxPayload)
+	require.Equal(t, int64(DefaultMaxPending), o.MaxPending)
+	require.Equal(t, DefaultLameDuckDuration, o.LameDuckDuration)
+	require.Equal(t, DefaultLameDuckGracePeriod, o.LameDuckGracePeriod)
+	require.Zero(t, o.HTTPPort)
+	require.True(t, o.NoSigs)
+
+	file := fileOptions(t, "listen: 0.0.0.0:4333\nmax_payload: 1MB\nhttp_port: 9222\nserver_name: from-file\n"+
+		"lame_duck_duration: \"30s\"\ncluster { name: c, listen: 127.0.0.1:6333 }\n")
+	o, err = Config{Options: file}.options()
+	require.NoError(t, err)
+	require.Equal(t, "0.0.0.0", o.Host)
+	require.Equal(t, 4333, o.Port)
+	require.Equal(t, int32(1<<20), o.MaxPayload)
+	require.Equal(t, 9222, o.HTTPPort)
+	require.Equal(t, "0.0.0.0", o.HTTPHost, "monitoring on the listen host")
+	require.Equal(t, "from-file", o.ServerName)
+	require.Equal(t, 30*time.Second, o.LameDuckDuration)
+	require.Equal(t, "c", o.Cluster.Name)
+	require.True(t, o.NoSigs, "Comb handles signals, whatever the file says")
+
+	o, err = Config{Options: file, Host: "127.0.0.1", Port: -1, MaxPayload: 2048, HTTPPort: NoMonitoring,
+		ServerName: "flag", Cluster: ClusterConfig{Name: "d"}}.options()
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1", o.Host)
+	require.Equal(t, -1, o.Port)
+	require.Equal(t, int32(2048), o.MaxPayload)
+	require.Zero(t, o.HTTPPort, "NoMonitoring turns the file's monitoring off")
+	require.Equal(t, "flag", o.ServerName)
+	require.Equal(t, "d", o.Cluster.Name)
+	require.Equal(t, 6333, o.Cluster.Port, "the file's route listener stays")
+	require.Equal(t, 4333, file.Port, "the file's options are not changed")
+}
+
+// TestAuthFromOptions: the in-process connection gets past every kind of
+// authentication a file can configure, and other clients still need
+// their credentials.
+func TestAuthFromOptions(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		conf  string
+		login nats.Option
+	}{
+		"token":       {"authorization { token: t0ken }", nats.Token("t0ken")},
+		"single user": {"authorization { user: alice, password: s3cret }", nats.UserInfo("alice", "s3cret")},
+		"users list": {"authorization { users: [ {user: a, password: pa}, {user: b, password: pb, " +
+			"permissions: {publish: \"x.>\", subscribe: \"_INBOX.>\"}} ], default_permissions: { publish: \"nothing\" } }",
+			nats.UserInfo("b", "pb")},
+		"account users": {"accounts { APP: { users: [ {user: a, password: pa} ] } }", nats.UserInfo("a", "pa")},
+		// bcrypt of "pw", cost 4: the broker cannot send a hash.
+		"bcrypt user": {"authorization { user: alice, password: \"$2a$04$q0gzTlRBOhUhUL5M53ftbe6kh3PS35qE4LkwmFq5rm0WRSwEwW3g2\" }", nil},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			opts := fileOptions(t, tc.conf)
+			s := start(t, Config{Port: -1, Options: opts})
+			inproc := connect(t, func() (*nats.Conn, error) { return s.Connect() })
+			_, err := inproc.Subscribe("x.echo", func(m *nats.Msg) { _ = m.Respond(m.Data) })
+			require.NoError(t, err)
+			require.NoError(t, inproc.Flush())
+
+			_, err = nats.Connect(s.ClientURL(), nats.MaxReconnects(0))
+			require.Error(t, err, "a client without credentials is refused")
+			if tc.login == nil {
+				return
+			}
+			nc := connect(t, func() (*nats.Conn, error) { return nats.Connect(s.ClientURL(), tc.login) })
+			if name == "account users" {
+				return // another account: it does not see the global account's subjects
+			}
+			reply, err := nc.Request("x.echo", []byte("hi"), 5*time.Second)
+			require.NoError(t, err)
+			require.Equal(t, "hi", string(reply.Data))
+		})
+	}
+
+	_, err := Start(Config{Port: -1, Options: fileOptions(t,
+		"authorization { token: \"$2a$04$q0gzTlRBOhUhUL5M53ftbe6kh3PS35qE4LkwmFq5rm0WRSwEwW3g2\" }")})
+	require.ErrorContains(t, err, "bcrypt-hashed token")
 }

@@ -28,9 +28,15 @@ import (
 //go:embed migrations/*.sql
 var migrationFS embed.FS
 
+// Defaults of Options' zero fields.
+const (
+	DefaultMaxConns      = 16
+	DefaultQueueCacheTTL = 2 * time.Second
+)
+
 // Options tune a Store. The zero value is usable.
 type Options struct {
-	// MaxConns caps the connection pool; 0 means 16.
+	// MaxConns caps the connection pool; 0 means DefaultMaxConns.
 	MaxConns int32
 	// DurablePops makes a pop's lease commit wait for the WAL flush like a
 	// push does. Off by default: a lease lost in a PostgreSQL crash only
@@ -39,7 +45,7 @@ type Options struct {
 	// (Auto-ack pops settle what they deliver and always commit durably.)
 	DurablePops bool
 	// QueueCacheTTL is how long a queue's settings are cached before they are
-	// read again; 0 means 2 s. A configure on another bridge takes effect
+	// read again; 0 means DefaultQueueCacheTTL. A configure on another bridge takes effect
 	// here within this time.
 	QueueCacheTTL time.Duration
 	Logger        *slog.Logger
@@ -82,7 +88,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	cfg.MaxConns = opts.MaxConns
 	if cfg.MaxConns == 0 {
-		cfg.MaxConns = 16
+		cfg.MaxConns = DefaultMaxConns
 	}
 	cfg.MinConns = 2
 	// A push reply means durable: never inherit a server-wide
@@ -110,7 +116,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	ttl := opts.QueueCacheTTL
 	if ttl == 0 {
-		ttl = 2 * time.Second
+		ttl = DefaultQueueCacheTTL
 	}
 	return &Store{
 		pool:    pool,

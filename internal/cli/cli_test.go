@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -13,6 +14,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/combmq/comb/broker"
+	"github.com/combmq/comb/embeddednats"
 )
 
 func TestMain(m *testing.M) {
@@ -31,13 +35,18 @@ func TestServeConfigDefaults(t *testing.T) {
 	t.Parallel()
 	cfg, err := parseServe(nil, envOf(nil), io.Discard)
 	require.NoError(t, err)
-	require.Equal(t, defaultServeConfig(), cfg)
-	require.Equal(t, serveConfig{NATSListen: "127.0.0.1:4222", NATSHTTP: 8222, DataDir: "./comb-data",
-		PGPort: 5433, LogLevel: "info", Prefix: "comb", SweepInterval: time.Second}, cfg)
-	host, port, err := cfg.natsAddr()
-	require.NoError(t, err)
-	require.Equal(t, "127.0.0.1", host)
-	require.Equal(t, 4222, port)
+	require.Equal(t, broker.DefaultConfig(), cfg.Config)
+	require.Empty(t, cfg.File)
+	// Today's defaults: the NATS ones are "unset" in the Config, so that a
+	// file can set them, and the broker fills Comb's defaults.
+	require.Equal(t, "./comb-data", cfg.DataDir)
+	require.Equal(t, 5433, cfg.Postgres.Port)
+	require.Equal(t, slog.LevelInfo, cfg.LogLevel)
+	require.Equal(t, "comb", cfg.Bridge.Prefix)
+	require.Equal(t, time.Second, cfg.SweepInterval)
+	require.Empty(t, cfg.Pprof)
+	require.Zero(t, cfg.NATS.Port)
+	require.Empty(t, cfg.NATS.Host)
 }
 
 func TestServeConfigEnvAndFlags(t *testing.T) {
@@ -51,24 +60,38 @@ func TestServeConfigEnvAndFlags(t *testing.T) {
 		"COMB_LOG_LEVEL":      "debug",
 		"COMB_PREFIX":         "fromenv",
 		"COMB_SWEEP_INTERVAL": "250ms",
+		"COMB_PUSH_WORKERS":   "7",
+		"COMB_BATCH_BYTES":    "2MB",
+		"COMB_DURABLE_POPS":   "true",
+		"COMB_ROUTES":         "nats-route://a:6222, nats-route://b:6222",
+		"COMB_CLUSTER_NAME":   "shop",
 	})
 	cfg, err := parseServe(nil, env, io.Discard)
 	require.NoError(t, err)
-	require.Equal(t, serveConfig{NATSListen: "0.0.0.0:0", NATSHTTP: 0, PostgresURL: "postgres://u:p@db:5432/comb",
-		DataDir: "/var/lib/comb", PGPort: 6000, LogLevel: "debug", Prefix: "fromenv", SweepInterval: 250 * time.Millisecond}, cfg)
-	_, port, err := cfg.natsAddr()
-	require.NoError(t, err)
-	require.Equal(t, -1, port, "port 0 means pick a free one")
+	want := broker.DefaultConfig()
+	want.NATS.Host, want.NATS.Port = "0.0.0.0", -1 // port 0 means pick a free one
+	want.NATS.HTTPPort = embeddednats.NoMonitoring
+	want.Postgres.URL = "postgres://u:p@db:5432/comb"
+	want.DataDir = "/var/lib/comb"
+	want.Postgres.Port = 6000
+	want.LogLevel = slog.LevelDebug
+	want.Bridge.Prefix = "fromenv"
+	want.SweepInterval = 250 * time.Millisecond
+	want.Bridge.PushWorkers = 7
+	want.Bridge.BatchBytes = 2 << 20
+	want.Postgres.DurablePops = true
+	want.NATS.Cluster.Routes = []string{"nats-route://a:6222", "nats-route://b:6222"}
+	want.NATS.Cluster.Name = "shop"
+	require.Equal(t, want, cfg.Config)
 
 	// A flag wins over its variable, in either spelling.
-	cfg, err = parseServe([]string{"-prefix", "fromflag", "--pg-port=7000", "-log-level", "WARN"}, env, io.Discard)
+	cfg, err = parseServe([]string{"-prefix", "fromflag", "--pg-port=7000", "-log-level", "WARN", "-durable-pops=false"}, env, io.Discard)
 	require.NoError(t, err)
-	require.Equal(t, "fromflag", cfg.Prefix)
-	require.Equal(t, 7000, cfg.PGPort)
+	require.Equal(t, "fromflag", cfg.Bridge.Prefix)
+	require.Equal(t, 7000, cfg.Postgres.Port)
+	require.False(t, cfg.Postgres.DurablePops)
 	require.Equal(t, "/var/lib/comb", cfg.DataDir, "unset flags still come from the environment")
-	level, err := cfg.level()
-	require.NoError(t, err)
-	require.Equal(t, slog.LevelWarn, level)
+	require.Equal(t, slog.LevelWarn, cfg.LogLevel)
 }
 
 func TestServeConfigErrors(t *testing.T) {
@@ -85,13 +108,18 @@ func TestServeConfigErrors(t *testing.T) {
 		{"extra arg", []string{"extra"}, nil, `unexpected argument "extra"`},
 		{"listen without port", []string{"-nats-listen", "localhost"}, nil, "-nats-listen"},
 		{"listen bad port", []string{"-nats-listen", "localhost:99999"}, nil, "bad port"},
-		{"http port", []string{"-nats-http", "-2"}, nil, "-nats-http -2"},
+		{"http port", []string{"-nats-http", "-2"}, nil, `invalid value "-2" for flag -nats-http`},
+		{"cluster without name", []string{"-cluster-listen", "127.0.0.1:0"}, nil, "a cluster needs a name"},
 		{"pg port", nil, map[string]string{"COMB_PG_PORT": "70000"}, "-pg-port 70000"},
 		{"empty data dir", []string{"-data-dir", ""}, nil, "-data-dir is empty"},
-		{"log level", []string{"-log-level", "loud"}, nil, `-log-level "loud"`},
+		{"log level", []string{"-log-level", "loud"}, nil, `"loud"`},
 		{"prefix dots", []string{"-prefix", "a.b"}, nil, `-prefix "a.b"`},
 		{"prefix wildcard", []string{"-prefix", ">"}, nil, `-prefix ">"`},
 		{"postgres url", []string{"-postgres-url", "postgres://h:notaport/db"}, nil, "-postgres-url"},
+		{"negative workers", []string{"-push-workers", "-1"}, nil, "-push-workers -1"},
+		{"bad size", nil, map[string]string{"COMB_MAX_PAYLOAD": "lots"}, `COMB_MAX_PAYLOAD="lots"`},
+		{"missing file", []string{"-config", "/nonexistent/comb.conf"}, nil, "/nonexistent/comb.conf"},
+		{"missing file from env", nil, map[string]string{"COMB_CONFIG": "/nonexistent/env.conf"}, "/nonexistent/env.conf"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -105,9 +133,9 @@ func TestServeConfigErrors(t *testing.T) {
 
 	// validate reports every problem at once.
 	var out bytes.Buffer
-	_, err := parseServe([]string{"-prefix", "", "-log-level", "x", "-pg-port", "-1"}, envOf(nil), &out)
+	_, err := parseServe([]string{"-prefix", "a.b", "-sweep-interval", "1ns", "-pg-port", "-1"}, envOf(nil), &out)
 	require.Error(t, err)
-	for _, want := range []string{"-prefix", "-log-level", "-pg-port"} {
+	for _, want := range []string{"-prefix", "-sweep-interval", "-pg-port"} {
 		require.Contains(t, err.Error(), want)
 	}
 }
@@ -206,4 +234,21 @@ func TestWatchSignals(t *testing.T) {
 			t.Fatal("watch did not end")
 		}
 	})
+}
+
+// TestServeHelpListsEverySetting: `comb serve -h` shows every setting
+// with its variable and its default, and -config.
+func TestServeHelpListsEverySetting(t *testing.T) {
+	t.Parallel()
+	code, _, stderr := run(t, "serve", "-h")
+	require.Equal(t, 0, code)
+	require.Contains(t, stderr, "-config, $COMB_CONFIG")
+	for _, s := range broker.Settings() {
+		require.Equal(t, EnvName(s.Flag()), s.EnvVar(), "one spelling of the variable")
+		entry := "-" + s.Flag() + ", $" + s.EnvVar() + "\n      " + s.Usage
+		if s.Default != "" {
+			entry += fmt.Sprintf(" (default %q)", s.Default)
+		}
+		require.Contains(t, stderr, entry+"\n", "comb serve -h documents %s", s.Key)
+	}
 }

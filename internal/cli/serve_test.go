@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -17,6 +18,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/combmq/comb/broker"
 )
 
 // childEnv makes the test binary act as `comb` (see TestMain), so the serve
@@ -175,4 +178,108 @@ func TestServeBadPostgres(t *testing.T) {
 	require.Equal(t, 1, code)
 	require.Contains(t, stderr.String(), "comb serve failed")
 	require.Contains(t, stderr.String(), "127.0.0.1:1")
+}
+
+func writeConf(t *testing.T, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "comb.conf")
+	require.NoError(t, os.WriteFile(path, []byte(body), 0o600))
+	return path
+}
+
+// TestServeConfigFile runs `comb serve -config` with a file that requires
+// a NATS user and sets Comb's prefix: both take effect.
+func TestServeConfigFile(t *testing.T) {
+	t.Parallel()
+	conf := writeConf(t, `
+# nats-server's own syntax for the embedded server...
+authorization { user: alice, password: s3cret }
+# ...and Comb's settings in the comb block.
+comb {
+  prefix: shop
+  push_workers: 2
+}
+`)
+	p := startServe(t, "-config", conf, "-data-dir", t.TempDir(), "-nats-listen", "127.0.0.1:0", "-nats-http", "0", "-pg-port", "0")
+	require.Contains(t, p.out.String(), "prefix=shop")
+	require.NotContains(t, p.out.String(), "s3cret", "no password in the log")
+	require.NotContains(t, p.out.String(), "_comb_", "nor Comb's own user")
+
+	_, err := nats.Connect(p.natsURL, nats.MaxReconnects(0))
+	require.Error(t, err, "a client without credentials is refused")
+
+	nc, err := nats.Connect(p.natsURL, nats.UserInfo("alice", "s3cret"))
+	require.NoError(t, err)
+	defer nc.Close()
+	reply, err := nc.Request("shop.put.q", []byte(`{"n":1}`), 10*time.Second)
+	require.NoError(t, err)
+	require.Contains(t, string(reply.Data), `"status":"stored"`)
+	reply, err = nc.Request("shop.info.q", nil, 10*time.Second)
+	require.NoError(t, err)
+	require.Contains(t, string(reply.Data), `"messages":1`)
+	_, err = nc.Request("comb.put.q", []byte(`{"n":1}`), 2*time.Second)
+	require.ErrorIs(t, err, nats.ErrNoResponders, "the default prefix is not served")
+
+	require.Equal(t, 0, p.stop(t, syscall.SIGTERM))
+}
+
+// TestServeConfigFileErrors: a bad file is bad usage (exit 2), and the
+// message names what and where.
+func TestServeConfigFileErrors(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		body string
+		want []string
+	}{
+		"unknown comb key": {"port: 4222\ncomb {\n  prefix: shop\n  push_wrokers: 2\n}\n",
+			[]string{`unknown setting "push_wrokers"`, "comb.conf:4:"}},
+		"unknown nats key": {"bogus_key: 1\ncomb { prefix: shop }\n",
+			[]string{`comb.conf:1:0: unknown field "bogus_key"`}},
+		"bad value": {"comb {\n  sweep_interval: soon\n}\n",
+			[]string{"comb.conf:2:", "comb.sweep_interval", `"soon"`}},
+		"valid file, invalid setting": {"comb { prefix: \"a.b\" }\n", []string{`-prefix "a.b"`}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			conf := writeConf(t, tc.body)
+			code, _, stderr := run(t, "serve", "-config", conf, "-nats-listen", "127.0.0.1:0", "-nats-http", "0",
+				"-pg-port", "0", "-data-dir", t.TempDir())
+			require.Equal(t, 2, code, stderr)
+			for _, w := range tc.want {
+				require.Contains(t, stderr, w)
+			}
+		})
+	}
+}
+
+// TestServeConfigPrecedence: defaults < file < environment < flags.
+func TestServeConfigPrecedence(t *testing.T) {
+	t.Parallel()
+	conf := writeConf(t, "comb {\n  prefix: fromfile\n  push_workers: 3\n  ack_workers: 5\n  pop_workers: 6\n}\n")
+
+	cfg, err := parseServe([]string{"-config", conf}, envOf(nil), io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, "fromfile", cfg.Bridge.Prefix)
+	require.Equal(t, 3, cfg.Bridge.PushWorkers)
+	require.Equal(t, broker.DefaultConfig().Bridge.AdminWorkers, cfg.Bridge.AdminWorkers, "unset in the file: the default")
+
+	env := envOf(map[string]string{"COMB_PREFIX": "fromenv", "COMB_PUSH_WORKERS": "4", "COMB_CONFIG": conf})
+	cfg, err = parseServe(nil, env, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, conf, cfg.File, "COMB_CONFIG names the file")
+	require.Equal(t, "fromenv", cfg.Bridge.Prefix, "the environment beats the file")
+	require.Equal(t, 4, cfg.Bridge.PushWorkers)
+	require.Equal(t, 5, cfg.Bridge.AckWorkers, "the file still sets the rest")
+
+	cfg, err = parseServe([]string{"-prefix", "fromflag", "-ack-workers", "1"}, env, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, "fromflag", cfg.Bridge.Prefix, "a flag beats the environment and the file")
+	require.Equal(t, 1, cfg.Bridge.AckWorkers, "a flag beats the file")
+	require.Equal(t, 4, cfg.Bridge.PushWorkers)
+	require.Equal(t, 6, cfg.Bridge.PopWorkers)
+
+	other := writeConf(t, "comb { prefix: other }\n")
+	cfg, err = parseServe([]string{"-config", other}, env, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, other, cfg.File, "-config beats COMB_CONFIG")
 }

@@ -1,7 +1,9 @@
-// Package combtest starts a whole Comb for a test: a fresh PostgreSQL
-// schema with the store migrated, an embedded NATS server on a random port,
-// and a bridge serving the protocol on it. Tests of the bridge, the
-// clients and the loader talk to it over NATS like any client would.
+// Package combtest starts a whole Comb for a test through package broker,
+// so that tests run what `comb serve` runs, retention sweeper included: a
+// fresh PostgreSQL schema with the store migrated, an embedded NATS server
+// on a random port with monitoring off, and a bridge serving the protocol
+// on it. Tests of the bridge, the clients and the loader talk to it over
+// NATS like any client would.
 //
 // The test binary's TestMain must start PostgreSQL through pgtest:
 //
@@ -25,6 +27,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/combmq/comb/bridge"
+	"github.com/combmq/comb/broker"
 	"github.com/combmq/comb/embeddednats"
 	"github.com/combmq/comb/internal/pgtest"
 	"github.com/combmq/comb/store"
@@ -46,6 +49,8 @@ type Env struct {
 	// PostgresURL is the test's PostgreSQL URL, whose search_path names
 	// its own schema; another store opened on it sees the same queues.
 	PostgresURL string
+	// Broker is the running broker the fields above belong to.
+	Broker *broker.Broker
 }
 
 // Options change what Start builds. The zero value is the usual Comb.
@@ -55,12 +60,42 @@ type Options struct {
 	Name string
 	// Bridge configures the bridge; zero fields take their defaults.
 	Bridge bridge.Config
-	// NATS configures the embedded server; Port is forced to a random one.
+	// NATS configures the embedded server; Port is forced to a random one
+	// and HTTPPort 0 means monitoring off.
 	NATS embeddednats.Config
-	// Store configures the store.
+	// Store configures the store; its Logger is not used (Logger is).
 	Store store.Options
-	// Logger receives the bridge's and the store's logs; nil discards.
+	// SweepInterval is how often the retention sweeper runs; 0 means the
+	// broker's default, as `comb serve` runs it.
+	SweepInterval time.Duration
+	// Logger receives every component's logs; nil discards.
 	Logger *slog.Logger
+}
+
+// Config returns the broker configuration Open runs for opts on the
+// PostgreSQL at pgURL: the defaults of `comb serve` with the test's
+// settings, a random NATS port, monitoring and pprof off.
+func (opts Options) Config(pgURL string) broker.Config {
+	cfg := broker.DefaultConfig()
+	cfg.Postgres.URL = pgURL
+	cfg.Postgres.MaxConns = opts.Store.MaxConns
+	cfg.Postgres.DurablePops = opts.Store.DurablePops
+	cfg.Postgres.QueueCacheTTL = opts.Store.QueueCacheTTL
+	// Zero fields take the bridge's defaults, as they always have here.
+	cfg.Bridge = opts.Bridge
+	cfg.NATS = opts.NATS
+	cfg.NATS.Port = -1
+	if cfg.NATS.HTTPPort == 0 {
+		cfg.NATS.HTTPPort = embeddednats.NoMonitoring
+	}
+	if cfg.NATS.ReadyTimeout == 0 {
+		cfg.NATS.ReadyTimeout = 10 * time.Second
+	}
+	if opts.SweepInterval != 0 {
+		cfg.SweepInterval = opts.SweepInterval
+	}
+	cfg.Pprof = ""
+	return cfg
 }
 
 // Start starts a Comb with default settings; see StartWith.
@@ -89,11 +124,10 @@ func StartWith(t testing.TB, opts Options) *Env {
 
 // Open starts a Comb outside any test, for fixtures that outlive one, such
 // as the Comb a package's runnable examples talk to (see pgtest.Runner's
-// With): a store on a fresh schema (migrated), an embedded NATS server on a
-// random port, and a bridge on an in-process connection to it. ctx bounds
-// only the start. stop stops it all and drops the schema; call it after
-// the last use and before PostgreSQL stops. When Open fails it has already
-// stopped whatever it started.
+// With): a broker (see Options.Config) on a fresh schema, and a client
+// connection to it over TCP. ctx bounds only the start. stop stops it all
+// and drops the schema; call it after the last use and before PostgreSQL
+// stops. When Open fails it has already stopped whatever it started.
 func Open(ctx context.Context, opts Options) (env *Env, stop func() error, err error) {
 	// Everything started is undone in reverse, by stop or on failure.
 	var undo []func() error
@@ -122,49 +156,20 @@ func Open(ctx context.Context, opts Options) (env *Env, stop func() error, err e
 		defer cancel()
 		return drop(ctx)
 	})
-	env = &Env{PostgresURL: pgURL}
 
-	storeOpts := opts.Store
-	if storeOpts.Logger == nil {
-		storeOpts.Logger = opts.Logger
-	}
-	st, err := store.Open(ctx, pgURL, storeOpts)
+	b, err := broker.Start(ctx, opts.Config(pgURL), opts.Logger)
 	if err != nil {
-		return fail("open store", err)
+		return fail("start broker", err)
 	}
-	undo = append(undo, quiet(st.Close))
-	if err := st.Migrate(ctx); err != nil {
-		return fail("migrate store", err)
+	undo = append(undo, quiet(b.Stop))
+	env = &Env{
+		PostgresURL: pgURL,
+		Store:       b.Store(),
+		Bridge:      b.Bridge(),
+		Server:      b.Server(),
+		URL:         b.ClientURL(),
+		Broker:      b,
 	}
-	env.Store = st
-
-	ncfg := opts.NATS
-	ncfg.Port = -1
-	if ncfg.ReadyTimeout == 0 {
-		ncfg.ReadyTimeout = 10 * time.Second
-	}
-	srv, err := embeddednats.Start(ncfg)
-	if err != nil {
-		return fail("start nats server", err)
-	}
-	undo = append(undo, quiet(srv.Shutdown))
-	env.Server = srv
-	env.URL = srv.ClientURL()
-
-	bnc, err := srv.Connect(nats.Name("comb-bridge"))
-	if err != nil {
-		return fail("bridge connection", err)
-	}
-	undo = append(undo, quiet(bnc.Close))
-	br, err := bridge.New(bnc, st, opts.Bridge, opts.Logger)
-	if err != nil {
-		return fail("new bridge", err)
-	}
-	if err := br.Start(ctx); err != nil {
-		return fail("start bridge", err)
-	}
-	undo = append(undo, quiet(br.Stop))
-	env.Bridge = br
 
 	nc, err := nats.Connect(env.URL, nats.Name("comb-test-client"), nats.MaxReconnects(0))
 	if err != nil {
@@ -177,7 +182,10 @@ func Open(ctx context.Context, opts Options) (env *Env, stop func() error, err e
 
 // AddBridge starts another bridge on env's NATS server and PostgreSQL
 // schema, with its own store and connection, as a second broker process
-// would; it stops in t.Cleanup.
+// would; it stops in t.Cleanup. It is not a second broker: a second
+// process's NATS server would join the first in a cluster, which the
+// clustering work will give combtest; until then both bridges share one
+// server, which is what the queue group sees either way.
 func AddBridge(t testing.TB, env *Env, cfg bridge.Config) *bridge.Bridge {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

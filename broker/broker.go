@@ -1,0 +1,241 @@
+// Package broker assembles one Comb process from one Config: PostgreSQL (a
+// private cluster or a URL), the store and its migrations, the retention
+// sweeper, pprof, the embedded NATS server and the bridge.
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"net/url"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/combmq/comb/bridge"
+	"github.com/combmq/comb/embeddednats"
+	"github.com/combmq/comb/internal/pgcluster"
+	"github.com/combmq/comb/store"
+)
+
+// Broker is a running Comb process: everything Start built, until Stop.
+type Broker struct {
+	cfg   Config
+	log   *slog.Logger
+	pgURL string
+	st    *store.Store
+	srv   *embeddednats.Server
+	br    *bridge.Bridge
+
+	undo     []func() // what Start built, undone in reverse by Stop
+	stopOnce sync.Once
+}
+
+// Start validates cfg and builds a broker in order: PostgreSQL (a private
+// cluster in DataDir/postgres, or Postgres.URL), the store and its
+// migrations, the retention sweeper, pprof, the embedded NATS server, the
+// in-process connection and the bridge. ctx bounds only the start; the
+// broker runs until Stop. When Start fails it has already undone what it
+// built. log nil discards.
+func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("broker: config: %w", err)
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	b := &Broker{cfg: cfg, log: log}
+	if err := b.start(ctx); err != nil {
+		b.Stop()
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *Broker) start(ctx context.Context) error {
+	cfg, log := b.cfg, b.log
+	// Everything below outlives ctx, which bounds only the start: a drain
+	// still writes to PostgreSQL after the first signal.
+	life := context.WithoutCancel(ctx)
+
+	b.pgURL = cfg.Postgres.URL
+	if b.pgURL == "" {
+		cl, err := startPrivate(ctx, cfg, log)
+		if err != nil {
+			return err
+		}
+		b.undo = append(b.undo, func() {
+			if err := cl.Stop(); err != nil {
+				log.Error("stop private postgresql", "err", err)
+				return
+			}
+			log.Info("private postgresql stopped")
+		})
+		b.pgURL = cl.URL()
+	} else {
+		log.Info("using postgresql", "url", RedactURL(b.pgURL))
+	}
+
+	st, err := store.Open(life, b.pgURL, store.Options{
+		MaxConns:      cfg.Postgres.MaxConns,
+		DurablePops:   cfg.Postgres.DurablePops,
+		QueueCacheTTL: cfg.Postgres.QueueCacheTTL,
+		Logger:        log.With("component", "store"),
+	})
+	if err != nil {
+		return err
+	}
+	b.undo = append(b.undo, st.Close)
+	b.st = st
+	if err := st.Migrate(ctx); err != nil {
+		return err
+	}
+
+	// Retention and dedup expiry run on every broker; sweeps are safe to
+	// overlap.
+	sctx, scancel := context.WithCancel(life)
+	swept := make(chan struct{})
+	go func() {
+		defer close(swept)
+		st.RunSweeper(sctx, cfg.SweepInterval)
+	}()
+	b.undo = append(b.undo, func() { scancel(); <-swept })
+
+	if cfg.Pprof != "" {
+		stop, err := servePprof(cfg.Pprof, log)
+		if err != nil {
+			return err
+		}
+		b.undo = append(b.undo, stop)
+	}
+
+	ncfg := cfg.natsConfig()
+	if ncfg.Logger == nil {
+		ncfg.Logger = log
+	}
+	srv, err := embeddednats.Start(ncfg)
+	if err != nil {
+		return err
+	}
+	b.undo = append(b.undo, srv.Shutdown)
+	b.srv = srv
+	nc, err := srv.Connect(nats.Name("comb-bridge"))
+	if err != nil {
+		return err
+	}
+	b.undo = append(b.undo, nc.Close)
+
+	br, err := bridge.New(nc, st, cfg.Bridge.WithDefaults(), log.With("component", "bridge"))
+	if err != nil {
+		return fmt.Errorf("bridge: %w", err)
+	}
+	// The bridge's own context ends only after Stop has drained it: a
+	// drain answers what was taken instead of cutting it off.
+	bctx, bcancel := context.WithCancel(life)
+	b.undo = append(b.undo, bcancel)
+	if err := br.Start(bctx); err != nil {
+		return fmt.Errorf("start bridge: %w", err)
+	}
+	b.undo = append(b.undo, func() {
+		log.Info("draining the bridge")
+		br.Stop()
+	})
+	b.br = br
+	return nil
+}
+
+// startPrivate starts (or reuses) the private cluster in DataDir/postgres.
+func startPrivate(ctx context.Context, cfg Config, log *slog.Logger) (*pgcluster.Cluster, error) {
+	dir, err := filepath.Abs(filepath.Join(cfg.DataDir, "postgres"))
+	if err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	cl, err := pgcluster.Start(ctx, pgcluster.Options{
+		Dir:      dir,
+		Port:     cfg.Postgres.Port,
+		Settings: pgcluster.DurableSettings(),
+		Logger:   log,
+	})
+	if errors.Is(err, pgcluster.ErrPortInUse) {
+		return nil, fmt.Errorf("private postgresql: port %d is taken; choose another with -pg-port (COMB_PG_PORT, pg_port in the file): %w",
+			cfg.Postgres.Port, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("private postgresql: %w", err)
+	}
+	return cl, nil
+}
+
+// Stop tears the broker down in the reverse order of Start: it drains the
+// bridge first (requests taken are answered), then closes the connection,
+// the NATS server, pprof, the sweeper and the store, and stops the private
+// PostgreSQL last. It is safe to call twice.
+func (b *Broker) Stop() {
+	b.stopOnce.Do(func() {
+		for i := len(b.undo) - 1; i >= 0; i-- {
+			b.undo[i]()
+		}
+	})
+}
+
+// ClientURL returns the URL NATS clients connect to, with the port
+// actually bound.
+func (b *Broker) ClientURL() string { return b.srv.ClientURL() }
+
+// MonitorURL returns the NATS monitoring base URL, or "" when it is off.
+func (b *Broker) MonitorURL() string { return b.srv.MonitorURL() }
+
+// PostgresURL returns the URL of the PostgreSQL the store uses: the
+// configured one, or the private cluster's. It may hold a password; log
+// it through RedactURL.
+func (b *Broker) PostgresURL() string { return b.pgURL }
+
+// Prefix returns the first token of every subject the bridge serves.
+func (b *Broker) Prefix() string { return b.cfg.Bridge.WithDefaults().Prefix }
+
+// Store returns the store the bridge serves.
+func (b *Broker) Store() *store.Store { return b.st }
+
+// Bridge returns the running bridge.
+func (b *Broker) Bridge() *bridge.Bridge { return b.br }
+
+// Server returns the embedded NATS server, whose Connect gives further
+// in-process connections.
+func (b *Broker) Server() *embeddednats.Server { return b.srv }
+
+// RedactURL hides a password before a URL goes into a log.
+func RedactURL(s string) string {
+	if u, err := url.Parse(s); err == nil && u.Scheme != "" {
+		return u.Redacted()
+	}
+	return "(connection string)"
+}
+
+// servePprof serves the net/http/pprof handlers, for profiling a broker
+// under load; it returns a function that stops the listener.
+func servePprof(addr string, log *slog.Logger) (func(), error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("-pprof: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Warn("pprof server", "err", err)
+		}
+	}()
+	log.Info("pprof listening", "url", "http://"+ln.Addr().String()+"/debug/pprof/")
+	return func() { _ = srv.Close() }, nil
+}

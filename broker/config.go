@@ -1,0 +1,172 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/combmq/comb/bridge"
+	"github.com/combmq/comb/embeddednats"
+	"github.com/combmq/comb/store"
+)
+
+// DefaultMonitorPort is the NATS monitoring port when neither a
+// configuration file nor a setting names one.
+const DefaultMonitorPort = 8222
+
+// Config is the configuration of one Comb process. DefaultConfig is what
+// `comb serve` runs with; Settings lists every field a user can set.
+type Config struct {
+	// DataDir holds Comb's local state and, without a PostgreSQL URL, the
+	// private cluster in DataDir/postgres.
+	DataDir string
+	// Postgres says which PostgreSQL to use and how the store uses it.
+	Postgres PostgresConfig
+	// NATS configures the embedded server. Its zero fields are "unset":
+	// the configuration file's value (NATS.Options) applies, else Comb's
+	// default.
+	NATS embeddednats.Config
+	// Bridge tunes the bridge; a zero field takes the bridge's default.
+	Bridge bridge.Config
+	// SweepInterval is how often retention and dedup expiry run.
+	SweepInterval time.Duration
+	// Pprof, when set, serves net/http/pprof on this host:port.
+	Pprof string
+	// LogLevel is the level the process logs at. Start logs through the
+	// logger it is given; `comb serve` builds that logger at this level.
+	LogLevel slog.Level
+
+	// Room for what comes next, each a section of its own: Spool (a local
+	// write-ahead spool that takes pushes while PostgreSQL is away) and
+	// Tenancy (NATS accounts as tenants, each with its own queues).
+}
+
+// PostgresConfig is the PostgreSQL side of Config.
+type PostgresConfig struct {
+	// URL is the PostgreSQL to use; "" runs a private cluster in
+	// DataDir/postgres.
+	URL string
+	// Port is the private cluster's loopback port; 0 picks a free one.
+	Port int
+	// MaxConns caps the store's connection pool; 0 means the store's
+	// default.
+	MaxConns int32
+	// DurablePops makes a pop's lease commit wait for the WAL flush; see
+	// store.Options.
+	DurablePops bool
+	// QueueCacheTTL is how long the store caches a queue's settings; 0
+	// means the store's default.
+	QueueCacheTTL time.Duration
+}
+
+// DefaultConfig returns the configuration `comb serve` runs with when
+// nothing is set, with the bridge's and the store's defaults filled in from
+// their packages, so that -h and the docs show numbers.
+func DefaultConfig() Config {
+	return Config{
+		DataDir: "./comb-data",
+		Postgres: PostgresConfig{Port: 5433, MaxConns: store.DefaultMaxConns,
+			QueueCacheTTL: store.DefaultQueueCacheTTL},
+		SweepInterval: time.Second,
+		LogLevel:      slog.LevelInfo,
+		Bridge:        bridge.Config{}.WithDefaults(),
+	}
+}
+
+// prefixRE is one NATS subject token without wildcards: the prefix is the
+// first token of every Comb subject.
+var prefixRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// Validate reports every problem at once, so that one run fixes them all.
+// Each names its setting by its flag (-push-workers is push_workers in the
+// file and COMB_PUSH_WORKERS in the environment).
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("-%s %s", flagName(key), fmt.Sprintf(format, args...)))
+	}
+	port := func(key string, p, min int, want string) {
+		if p < min || p > 65535 {
+			bad(key, "%d: want %s", p, want)
+		}
+	}
+
+	if c.DataDir == "" {
+		errs = append(errs, errors.New("-data-dir is empty"))
+	}
+	if c.Postgres.URL != "" {
+		if _, err := pgx.ParseConfig(c.Postgres.URL); err != nil {
+			errs = append(errs, fmt.Errorf("-postgres-url: %w", err))
+		}
+	}
+	port("pg_port", c.Postgres.Port, 0, "a port, or 0 to pick a free one")
+	if c.Postgres.MaxConns < 0 {
+		bad("pg_max_conns", "%d: must not be negative", c.Postgres.MaxConns)
+	}
+	if c.Postgres.QueueCacheTTL < 0 {
+		bad("queue_cache_ttl", "%s: must not be negative", c.Postgres.QueueCacheTTL)
+	}
+	if c.SweepInterval < 10*time.Millisecond || c.SweepInterval > time.Hour {
+		bad("sweep_interval", "%s: want between 10ms and 1h", c.SweepInterval)
+	}
+	if c.Pprof != "" {
+		if _, _, err := net.SplitHostPort(c.Pprof); err != nil {
+			bad("pprof", "%q: %v", c.Pprof, err)
+		}
+	}
+
+	n := c.NATS
+	port("nats_listen", n.Port, -1, "a port, or 0 to pick a free one")
+	if n.HTTPPort != embeddednats.NoMonitoring {
+		port("nats_http", n.HTTPPort, -1, "a port, or 0 for off")
+	}
+	port("cluster_listen", n.Cluster.Port, -1, "a port, or 0 to pick a free one")
+	if n.MaxPayload < 0 {
+		bad("max_payload", "%d: must not be negative", n.MaxPayload)
+	}
+	if n.MaxPending < 0 {
+		bad("max_pending", "%d: must not be negative", n.MaxPending)
+	}
+	if n.LameDuckDuration < 0 {
+		bad("lame_duck_duration", "%s: must not be negative", n.LameDuckDuration)
+	}
+	if n.LameDuckGracePeriod < 0 {
+		bad("lame_duck_grace_period", "%s: must not be negative", n.LameDuckGracePeriod)
+	}
+	if err := n.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("nats: %w", err))
+	}
+
+	b := c.Bridge.WithDefaults()
+	if !prefixRE.MatchString(b.Prefix) {
+		bad("prefix", "%q: want one subject token of letters, digits, '_' or '-'", b.Prefix)
+	}
+	if err := b.Validate(); err != nil {
+		// The bridge names its fields by their keys; say them as flags.
+		for _, e := range strings.Split(err.Error(), "\n") {
+			if key, rest, _ := strings.Cut(e, " "); key != "prefix" {
+				errs = append(errs, errors.New("-"+flagName(key)+" "+rest))
+			}
+		}
+	}
+	sortErrors(errs)
+	return errors.Join(errs...)
+}
+
+// natsConfig is c.NATS with the monitoring default applied: DefaultMonitorPort
+// unless a setting or the file's http, http_port or monitor_port says
+// otherwise.
+func (c Config) natsConfig() embeddednats.Config {
+	n := c.NATS
+	fileMonitors := n.Options != nil && (n.Options.HTTPPort != 0 || n.Options.HTTPSPort != 0)
+	if n.HTTPPort == 0 && !fileMonitors {
+		n.HTTPPort = DefaultMonitorPort
+	}
+	return n
+}

@@ -1,0 +1,166 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/nats-io/nats-server/v2/conf"
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// FileBlock is the top-level key of the configuration file that holds
+// Comb's own settings; everything else in the file is nats-server's.
+const FileBlock = "comb"
+
+// confToken is a value of nats-server's configuration parser in pedantic
+// mode, which remembers where in which file it was written.
+type confToken interface {
+	Value() any
+	Line() int
+	Position() int
+	SourceFile() string
+}
+
+// LoadFile reads a configuration file written in nats-server's own syntax
+// into c: nats-server reads the file as its options, which become
+// c.NATS.Options, and the top-level comb block sets Comb's settings, by
+// their keys in Settings. It returns nats-server's warnings, for the log.
+// Every error names the file and line.
+func (c *Config) LoadFile(path string) (warnings []error, err error) {
+	m, err := conf.ParseFileWithChecks(path)
+	if err != nil {
+		return nil, fmt.Errorf("config file: %w", err)
+	}
+	// nats-server reports the comb block as an unknown field; drop exactly
+	// that error, in the words nats-server writes it (configErr.Source in
+	// its errors.go), and keep every other.
+	var combErr string
+	block, hasBlock := m[FileBlock]
+	if hasBlock {
+		tok, ok := block.(confToken)
+		if !ok {
+			return nil, fmt.Errorf("config file %s: %s block: unexpected parser value %T", path, FileBlock, block)
+		}
+		combErr = fmt.Sprintf("%s:%d:%d: unknown field %q", tok.SourceFile(), tok.Line(), tok.Position(), FileBlock)
+	}
+	opts := &server.Options{}
+	if perr := opts.ProcessConfigFile(path); perr != nil {
+		var pe interface {
+			Errors() []error
+			Warnings() []error
+		}
+		if !errors.As(perr, &pe) {
+			return nil, fmt.Errorf("config file: %w", perr)
+		}
+		var errs []error
+		for _, e := range pe.Errors() {
+			if hasBlock && e.Error() == combErr {
+				continue
+			}
+			errs = append(errs, e)
+		}
+		warnings = pe.Warnings()
+		if len(errs) > 0 {
+			return warnings, fmt.Errorf("config file: %w", errors.Join(errs...))
+		}
+	}
+	c.NATS.Options = opts
+	if hasBlock {
+		if err := c.loadBlock(block.(confToken)); err != nil {
+			return warnings, fmt.Errorf("config file: %w", err)
+		}
+	}
+	return warnings, nil
+}
+
+// loadBlock sets c's settings from the comb block, reporting every bad key
+// and value at once.
+func (c *Config) loadBlock(block confToken) error {
+	where := func(t confToken) string { return fmt.Sprintf("%s:%d:%d", t.SourceFile(), t.Line(), t.Position()) }
+	entries, ok := block.Value().(map[string]any)
+	if !ok {
+		return fmt.Errorf("%s: %s: want a block of settings, { key: value ... }", where(block), FileBlock)
+	}
+	keys := make([]string, 0, len(entries))
+	for k := range entries {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var errs []error
+	for _, k := range keys {
+		tok, ok := entries[k].(confToken)
+		if !ok {
+			errs = append(errs, fmt.Errorf("%s: %s.%s: unexpected parser value %T", where(block), FileBlock, k, entries[k]))
+			continue
+		}
+		s, ok := Lookup(k)
+		if !ok {
+			errs = append(errs, fmt.Errorf("%s: %s: unknown setting %q (docs/configuration.md lists them)", where(tok), FileBlock, k))
+			continue
+		}
+		text, err := confText(s.kind, tok.Value())
+		if err == nil {
+			err = s.Value(c).Set(text)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %s.%s: %w", where(tok), FileBlock, k, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// confText turns a parsed value into the text its setting's Set reads. The
+// parser has already turned sizes such as 64MB into numbers.
+func confText(k kind, v any) (string, error) {
+	switch v := v.(type) {
+	case string:
+		return v, nil
+	case bool:
+		if k != kindBool {
+			return "", fmt.Errorf("%v is a boolean; want %s", v, k)
+		}
+		return strconv.FormatBool(v), nil
+	case int64:
+		switch k {
+		case kindInt, kindSize:
+			return strconv.FormatInt(v, 10), nil
+		}
+		return "", fmt.Errorf("%d is a number; want %s", v, k)
+	case []any:
+		if k != kindList {
+			return "", fmt.Errorf("a list; want %s", k)
+		}
+		parts := make([]string, 0, len(v))
+		for _, e := range v {
+			if t, ok := e.(confToken); ok {
+				e = t.Value()
+			}
+			str, ok := e.(string)
+			if !ok || strings.Contains(str, ",") {
+				return "", fmt.Errorf("list element %v: want a URL string", e)
+			}
+			parts = append(parts, str)
+		}
+		return strings.Join(parts, ","), nil
+	}
+	return "", fmt.Errorf("%v (%T): want %s", v, v, k)
+}
+
+func (k kind) String() string {
+	switch k {
+	case kindInt:
+		return "a whole number"
+	case kindSize:
+		return "a size such as 65536 or 8MB"
+	case kindBool:
+		return "true or false"
+	case kindDuration:
+		return `a duration string such as "1s"`
+	case kindList:
+		return "a list of strings"
+	}
+	return "a string"
+}
