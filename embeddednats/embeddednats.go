@@ -21,12 +21,15 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+
+	"github.com/combmq/comb/protocol"
 )
 
 // DefaultMaxPayload is the largest message the server accepts unless
-// Config.MaxPayload says otherwise: 8 MiB, so a 1 MiB message still fits
-// after base64 and a JSON envelope.
-const DefaultMaxPayload = 8 << 20
+// Config.MaxPayload says otherwise: protocol.MaxRequestBytes (8 MiB), so
+// that the largest request the broker accepts arrives, and a 1 MiB message
+// still fits a pop reply after base64 and a JSON envelope.
+const DefaultMaxPayload = protocol.MaxRequestBytes
 
 // Comb's defaults for what neither Config nor its Options set. The host is
 // loopback, secure by default: nats-server itself binds every interface.

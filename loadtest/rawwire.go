@@ -10,11 +10,11 @@ import (
 	"strconv"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 
 	comb "github.com/combmq/comb/clients/go"
+	"github.com/combmq/comb/internal/wire"
 	"github.com/combmq/comb/protocol"
 )
 
@@ -110,7 +110,7 @@ func appendPushBody(b []byte, partition string, payloads [][]byte, enc Encoding,
 			b = append(b, ',')
 		}
 		b = append(b, `{"partition":`...)
-		b = appendString(b, partition)
+		b = wire.AppendString(b, partition)
 		if ids.on() {
 			// Base 36 digits, '-' and the prefix's likewise: nothing to
 			// escape.
@@ -179,7 +179,7 @@ func pushStatus(s string, withID bool, dups *int) error {
 // keeps max and partitions at 1 or more, and a 0 there would be a 400.
 func popRequestBody(o comb.PopOptions) []byte {
 	b := []byte(`{"group":`)
-	b = appendString(b, o.Group)
+	b = wire.AppendString(b, o.Group)
 	b = append(b, `,"max":`...)
 	b = strconv.AppendInt(b, int64(o.Max), 10)
 	b = append(b, `,"partitions":`...)
@@ -225,77 +225,24 @@ func (c *rawClient) ack(ctx context.Context, group string, acks []comb.Ack) ([]c
 	return res, nil
 }
 
-// appendString appends s to b as a JSON string, as encoding/json writes
-// it: '"', '\\' and control characters escaped, invalid UTF-8 as U+FFFD,
-// U+2028 and U+2029 escaped. strconv.AppendQuote would not do: its Go
-// escapes (\x01, \U000f0000) are not JSON. It is the broker's
-// internal/wire.AppendString again, so that the loader depends on the
-// protocol package only; FuzzRawWireRequests holds it to encoding/json.
-func appendString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
-
 // appendAckBody appends an ack request's JSON to b.
 func appendAckBody(b []byte, group string, acks []comb.Ack) []byte {
 	b = append(b, `{"group":`...)
-	b = appendString(b, group)
+	b = wire.AppendString(b, group)
 	b = append(b, `,"acks":[`...)
 	for i, a := range acks {
 		if i > 0 {
 			b = append(b, ',')
 		}
 		b = append(b, `{"partition":`...)
-		b = appendString(b, a.Partition)
+		b = wire.AppendString(b, a.Partition)
 		b = append(b, `,"offset":`...)
 		b = strconv.AppendInt(b, a.Offset, 10)
 		b = append(b, `,"lease":`...)
-		b = appendString(b, a.Lease)
+		b = wire.AppendString(b, a.Lease)
 		if a.Status != "" {
 			b = append(b, `,"status":`...)
-			b = appendString(b, a.Status)
+			b = wire.AppendString(b, a.Status)
 		}
 		b = append(b, '}')
 	}
