@@ -146,6 +146,17 @@ func parseWithEnv(fs *flag.FlagSet, args []string, getenv func(string) string) e
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	err := applyEnv(fs, set, getenv)
+	if err != nil {
+		fmt.Fprintf(fs.Output(), "comb %s: %v\n", fs.Name(), err)
+	}
+	return err
+}
+
+// applyEnv gives every flag of fs that set does not name the value of its
+// environment twin, if that is set. A bad value is reported under the
+// variable's name.
+func applyEnv(fs *flag.FlagSet, set map[string]bool, getenv func(string) string) error {
 	var errs []error
 	fs.VisitAll(func(f *flag.Flag) {
 		if set[f.Name] {
@@ -159,11 +170,7 @@ func parseWithEnv(fs *flag.FlagSet, args []string, getenv func(string) string) e
 			errs = append(errs, fmt.Errorf("%s=%q: %w", EnvName(f.Name), v, err))
 		}
 	})
-	err := errors.Join(errs...)
-	if err != nil {
-		fmt.Fprintf(fs.Output(), "comb %s: %v\n", fs.Name(), err)
-	}
-	return err
+	return errors.Join(errs...)
 }
 
 // usageExit maps a flag parsing error to an exit code: -h is a success,

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -114,24 +113,13 @@ func parseServe(args []string, getenv func(string) string, w io.Writer) (serveCo
 			return fail(err)
 		}
 	}
-	var errs []error
-	for _, s := range broker.Settings() {
-		if set[s.Flag()] {
-			continue
-		}
-		name := EnvName(s.Flag())
-		if v := getenv(name); v != "" {
-			if err := s.Value(&cfg.Config).Set(v); err != nil {
-				errs = append(errs, fmt.Errorf("%s=%q: %w", name, v, err))
-			}
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
+	// The environment, then the same arguments again, onto the real
+	// configuration; they parsed once, so they parse again.
+	fs := serveFlags(&cfg.Config, &cfg.File, io.Discard)
+	if err := applyEnv(fs, set, getenv); err != nil {
 		return fail(err)
 	}
-	// The same arguments again, now onto the real configuration; they
-	// parsed once, so they parse again.
-	if err := serveFlags(&cfg.Config, &cfg.File, io.Discard).Parse(args); err != nil {
+	if err := fs.Parse(args); err != nil {
 		return fail(err)
 	}
 	if err := cfg.Validate(); err != nil {
