@@ -31,6 +31,20 @@ type waitQueue struct {
 	seq     uint64
 	refs    int
 	waiters map[*popJob]struct{}
+	// empty remembers, per group, the last pop naming no partition that
+	// found nothing: at which wake sequence, and when its query began.
+	// While no wake-up has come since and the retry interval has not
+	// passed, another such pop of the group would find nothing too, so it
+	// parks without asking PostgreSQL. Messages that become ready without
+	// a wake-up (an expired lease) are then found at the latest one retry
+	// interval later, as a parked pop's would be.
+	empty map[string]emptyMark
+}
+
+// emptyMark is when a group's pop last found nothing.
+type emptyMark struct {
+	seq uint64
+	at  time.Time
 }
 
 // popper runs pops on a bounded set of workers and parks long-polling
@@ -108,12 +122,17 @@ func (p *popper) run(job *popJob) {
 	waits := !job.deadline.IsZero()
 	var seq uint64
 	if waits {
-		seq = p.attach(job.req.Queue)
+		var empty bool
+		seq, empty = p.attach(job.req.Queue, job.req.Group, job.req.Partition == "")
+		if empty && time.Now().Before(job.deadline) && p.park(job, seq, time.Time{}) {
+			return
+		}
 	}
+	began := time.Now()
 	ctx, cancel := p.b.storeCtx()
 	msgs, err := p.b.st.Pop(ctx, job.req)
 	cancel()
-	if err == nil && len(msgs) == 0 && waits && time.Now().Before(job.deadline) && p.park(job, seq) {
+	if err == nil && len(msgs) == 0 && waits && time.Now().Before(job.deadline) && p.park(job, seq, began) {
 		return
 	}
 	if waits {
@@ -150,17 +169,22 @@ func (p *popper) reply(job *popJob, msgs []domain.Message) {
 }
 
 // attach notes that a pop of queue is trying, and returns the queue's wake
-// sequence as it was before the try.
-func (p *popper) attach(queue string) uint64 {
+// sequence as it was before the try, and whether a pop of group naming no
+// partition (anyPartition) is known to find nothing now (see
+// waitQueue.empty).
+func (p *popper) attach(queue, group string, anyPartition bool) (seq uint64, empty bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	wq := p.queues[queue]
 	if wq == nil {
-		wq = &waitQueue{waiters: map[*popJob]struct{}{}}
+		wq = &waitQueue{waiters: map[*popJob]struct{}{}, empty: map[string]emptyMark{}}
 		p.queues[queue] = wq
 	}
 	wq.refs++
-	return wq.seq
+	if m, ok := wq.empty[group]; anyPartition && ok {
+		empty = m.seq == wq.seq && time.Since(m.at) < p.b.cfg.RetryInterval
+	}
+	return wq.seq, empty
 }
 
 // detach undoes attach, dropping the queue's entry when nobody is left.
@@ -182,8 +206,10 @@ func (p *popper) detachLocked(queue string) {
 // park makes job a waiter of its queue, unless a wake-up came since seq
 // (then it is queued to try again at once) or the bridge is stopping
 // (then it reports false and the caller answers). A parked job keeps the
-// reference attach took.
-func (p *popper) park(job *popJob, seq uint64) bool {
+// reference attach took. began, when set, is when the store call that
+// found nothing began: a pop naming no partition then marks its group
+// empty.
+func (p *popper) park(job *popJob, seq uint64, began time.Time) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.stopping {
@@ -194,6 +220,9 @@ func (p *popper) park(job *popJob, seq uint64) bool {
 		p.detachLocked(job.req.Queue)
 		p.ch <- job
 		return true
+	}
+	if !began.IsZero() && job.req.Partition == "" {
+		wq.empty[job.req.Group] = emptyMark{seq: seq, at: began}
 	}
 	wq.waiters[job] = struct{}{}
 	p.nwait++

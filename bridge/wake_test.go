@@ -56,7 +56,7 @@ func TestWakeTargets(t *testing.T) {
 	waiters := map[string]*popJob{}
 	park := func(name, group, partition string) {
 		job := &popJob{req: domain.PopParams{Queue: "q", Group: group, Partition: partition}, deadline: time.Now().Add(time.Hour)}
-		require.True(t, p.park(job, p.attach("q")))
+		require.True(t, p.park(job, attachSeq(p, job), time.Time{}))
 		waiters[name] = job
 	}
 	woken := func() []string {
@@ -120,11 +120,11 @@ func TestWakeCountBudget(t *testing.T) {
 	for i := range 5 {
 		for _, g := range []string{"g", "h"} {
 			job := &popJob{req: domain.PopParams{Queue: "q", Group: g, Max: 100}, deadline: time.Now().Add(time.Hour)}
-			require.True(t, p.park(job, p.attach("q")), "waiter %d", i)
+			require.True(t, p.park(job, attachSeq(p, job), time.Time{}), "waiter %d", i)
 		}
 	}
 	eu := &popJob{req: domain.PopParams{Queue: "q", Group: "g", Partition: "eu"}, deadline: time.Now().Add(time.Hour)}
-	require.True(t, p.park(eu, p.attach("q")))
+	require.True(t, p.park(eu, attachSeq(p, eu), time.Time{}))
 	require.Equal(t, 11, p.waiting())
 
 	// 150 messages on partitions the targets do not list (too many to
@@ -138,4 +138,46 @@ func TestWakeCountBudget(t *testing.T) {
 	for range 7 {
 		<-p.ch
 	}
+}
+
+// attachSeq attaches job's pop as run does and returns the wake sequence.
+func attachSeq(p *popper, job *popJob) uint64 {
+	seq, _ := p.attach(job.req.Queue, job.req.Group, job.req.Partition == "")
+	return seq
+}
+
+// TestEmptyHint: after a pop naming no partition finds nothing, another
+// of the same group skips the store until a wake-up or the retry interval;
+// other groups and named partitions are not affected.
+func TestEmptyHint(t *testing.T) {
+	t.Parallel()
+	b := &Bridge{cfg: Config{MaxPops: 100, RetryInterval: time.Hour}}
+	p := newPopper(b)
+	first := &popJob{req: domain.PopParams{Queue: "q", Group: "g"}, deadline: time.Now().Add(time.Hour)}
+	seq, empty := p.attach("q", "g", true)
+	require.False(t, empty, "nothing known yet")
+	require.True(t, p.park(first, seq, time.Now()))
+
+	_, empty = p.attach("q", "g", true)
+	require.True(t, empty, "same group, no wake since: known empty")
+	_, empty = p.attach("q", "h", true)
+	require.False(t, empty, "another group has its own cursors")
+	_, empty = p.attach("q", "g", false)
+	require.False(t, empty, "a pop naming a partition always asks")
+
+	p.wake("q", nil, 0)
+	_, empty = p.attach("q", "g", true)
+	require.False(t, empty, "a wake-up ends what was known")
+
+	// The retry interval bounds how long a mark holds, for messages that
+	// become ready without a wake-up (an expired lease).
+	b2 := &Bridge{cfg: Config{MaxPops: 100, RetryInterval: time.Nanosecond}}
+	p2 := newPopper(b2)
+	j := &popJob{req: domain.PopParams{Queue: "q", Group: "g"}, deadline: time.Now().Add(time.Hour)}
+	seq, _ = p2.attach("q", "g", true)
+	require.True(t, p2.park(j, seq, time.Now().Add(-time.Millisecond)))
+	_, empty = p2.attach("q", "g", true)
+	require.False(t, empty, "a mark older than the retry interval is not trusted")
+	p.stopTimers()
+	p2.stopTimers()
 }

@@ -183,6 +183,11 @@ type AckParams struct {
 type AckResult struct {
 	OK    bool
 	Error string
+	// More is set on an OK ack that may have made messages deliverable to
+	// the group's other consumers: it ended its lease while the partition
+	// holds messages past it, or it was a retry, failed or dead. Only then
+	// is waking the group's waiting pops worth a query.
+	More bool
 }
 
 // AckOutcome is the outcome of one AckParams: a result per ack, in order,

@@ -59,12 +59,52 @@ func ackOutcome(t *testing.T, st *store.Store, r domain.AckParams) domain.AckOut
 	return outs[0]
 }
 
+// ack settles acks and returns their results with More cleared, so that
+// tests compare what settled; TestAckSaysWhenMoreIsReady pins More.
 func ack(t *testing.T, st *store.Store, queue, group string, acks ...domain.Ack) []domain.AckResult {
 	t.Helper()
 	out := ackOutcome(t, st, domain.AckParams{Queue: queue, Group: group, Acks: acks})
 	require.NoError(t, out.Err)
 	require.Len(t, out.Results, len(acks))
+	for i := range out.Results {
+		out.Results[i].More = false
+	}
 	return out.Results
+}
+
+// TestAckSaysWhenMoreIsReady: an ack reports More only when it may have
+// made messages deliverable to the group's other consumers, which is when
+// the bridge wakes their pops.
+func TestAckSaysWhenMoreIsReady(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx := ctxT(t)
+	pushN(t, st, "q", "p", 0, 3)
+	settle := func(a domain.Ack) domain.AckResult {
+		out := ackOutcome(t, st, domain.AckParams{Queue: "q", Acks: []domain.Ack{a}})
+		require.NoError(t, out.Err)
+		return out.Results[0]
+	}
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", Max: 2})
+	require.NoError(t, err)
+	require.Len(t, ms, 2)
+	require.Equal(t, domain.AckResult{OK: true}, settle(domain.Ack{Partition: "p", Offset: 0, Lease: ms[0].Lease}),
+		"within its lease: the partition stays leased")
+	require.Equal(t, domain.AckResult{OK: true, More: true}, settle(domain.Ack{Partition: "p", Offset: 1, Lease: ms[0].Lease}),
+		"ends the lease with offset 2 behind it")
+
+	ms, err = st.Pop(ctx, domain.PopParams{Queue: "q", Max: 2})
+	require.NoError(t, err)
+	require.Len(t, ms, 1)
+	require.Equal(t, domain.AckResult{OK: true, More: true}, settle(domain.Ack{Partition: "p", Offset: 2, Lease: ms[0].Lease, Status: domain.AckRetry}),
+		"a retry makes the message deliverable again")
+	ms, err = st.Pop(ctx, domain.PopParams{Queue: "q"})
+	require.NoError(t, err)
+	require.Len(t, ms, 1)
+	require.Equal(t, domain.AckResult{OK: true}, settle(domain.Ack{Partition: "p", Offset: 2, Lease: ms[0].Lease}),
+		"ends the lease with nothing behind it")
+	require.Equal(t, domain.AckResult{Error: "lease expired or not held by this group"},
+		settle(domain.Ack{Partition: "p", Offset: 2, Lease: ms[0].Lease}), "a refused ack says nothing more")
 }
 
 func datas(ms []domain.Message) []string {
