@@ -77,3 +77,22 @@ func TestSeek(t *testing.T) {
 	// A bad request moved nothing: the group still sits at the end.
 	require.Empty(t, pop(t, nc, "sk", `{"group":"g","partitions":2}`))
 }
+
+// TestExpiredLeaseReachesAWaitingPop: after a pop drained its group, the
+// next long poll parks without asking PostgreSQL (nothing can be ready
+// until a wake-up); a lease that expires makes messages ready without
+// one, and the retry interval still brings them to the waiting pop.
+func TestExpiredLeaseReachesAWaitingPop(t *testing.T) {
+	t.Parallel()
+	env := combtest.StartWith(t, combtest.Options{Bridge: bridge.Config{RetryInterval: 200 * time.Millisecond}})
+	nc := env.NC
+	push(t, nc, "exp", `{"messages":[{"partition":"a","data":1}]}`)
+	first := pop(t, nc, "exp", `{"lease_ms":500,"wait_ms":1000}`)
+	require.Len(t, first, 1)
+	start := time.Now()
+	again := pop(t, nc, "exp", `{"wait_ms":5000}`)
+	require.Len(t, again, 1, "the expired lease's message is delivered again")
+	require.Equal(t, first[0].Offset, again[0].Offset)
+	require.Equal(t, 2, again[0].Attempt)
+	require.Less(t, time.Since(start), 2*time.Second, "within the lease plus about one retry interval")
+}

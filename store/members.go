@@ -13,7 +13,12 @@ import (
 // Partitions and groups are created on first use. Every (partition, group)
 // pair has a cursor row, made when the second of the two appears; both
 // creations lock the queue row first, so a partition and a group created at
-// the same moment cannot miss each other's cursor.
+// the same moment cannot miss each other's cursor. A partition's creator
+// takes the lock FOR KEY SHARE and a group's FOR UPDATE, which conflict:
+// the later one's statements then see what the earlier committed. Creators
+// of partitions do not conflict with each other (they need none of each
+// other's rows), so a new queue's first pushes to many partitions do not
+// wait in line behind one another.
 
 // partitionIDs maps partition names of queue q to ids, creating the missing
 // ones when create is set (else they are left out of the map).
@@ -77,7 +82,7 @@ func collectNameIDs(rows pgx.Rows) (map[string]int64, error) {
 func (s *Store) createPartitions(ctx context.Context, q queueRow, names []string) (map[string]int64, error) {
 	var out map[string]int64
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := lockQueue(ctx, tx, q); err != nil {
+		if err := lockQueue(ctx, tx, q, "FOR KEY SHARE"); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `
@@ -111,11 +116,12 @@ func (s *Store) createPartitions(ctx context.Context, q queueRow, names []string
 	return out, nil
 }
 
-// lockQueue takes the queue row's lock, which orders partition and group
-// creation, and reports domain.ErrNotFound when the queue was deleted meanwhile.
-func lockQueue(ctx context.Context, tx pgx.Tx, q queueRow) error {
+// lockQueue takes the queue row's lock in mode (FOR KEY SHARE or FOR
+// UPDATE), which orders partition and group creation, and reports
+// domain.ErrNotFound when the queue was deleted meanwhile.
+func lockQueue(ctx context.Context, tx pgx.Tx, q queueRow, mode string) error {
 	var one int
-	err := tx.QueryRow(ctx, `SELECT 1 FROM comb_queues WHERE id = $1 FOR UPDATE`, q.ID).Scan(&one)
+	err := tx.QueryRow(ctx, `SELECT 1 FROM comb_queues WHERE id = $1 `+mode, q.ID).Scan(&one)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("queue %q was deleted: %w", q.Name, domain.ErrNotFound)
 	}
@@ -135,7 +141,7 @@ func (s *Store) ensureGroup(ctx context.Context, q queueRow, group string, from 
 	start, extra := startExpr(from, 3)
 	args := append([]any{q.ID, group}, extra...)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := lockQueue(ctx, tx, q); err != nil {
+		if err := lockQueue(ctx, tx, q, "FOR UPDATE"); err != nil {
 			return err
 		}
 		tag, err := tx.Exec(ctx, `INSERT INTO comb_groups (queue_id, name) VALUES ($1, $2) ON CONFLICT DO NOTHING`, q.ID, group)

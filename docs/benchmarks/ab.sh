@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
-# Closed-loop throughput of two commits, back to back on this machine, in the
-# reference shape: each run gets a fresh `comb serve` with a new private
-# PostgreSQL, then `comb loadtest -mode closed -pacers 64 -pop-partitions 4
-# -pop-batch 400 -verify`. Runs alternate A B A B … so that drift of a noisy
-# machine falls on both alike.
-#   docs/benchmarks/ab-closed.sh BASE_REV NEW_REV [runs per side] [seconds]
-# Prints each run's final line and writes the full output under $OUT
-# (default ./out/ab-closed).
+# Two commits back to back on this machine, in one loader shape: each run
+# gets a fresh `comb serve` with a new private PostgreSQL, then
+# `comb loadtest -verify` with the flags given. Runs alternate A B A B … so
+# that drift of a noisy machine falls on both alike.
+#   docs/benchmarks/ab.sh BASE_REV NEW_REV [runs per side] [-- loadtest flags]
+# Without flags: the closed-loop reference shape for 60 s,
+#   -mode closed -pacers 64 -pop-partitions 4 -pop-batch 400 -duration 60s
+# Prints each run's final and verify lines; full output under $OUT
+# (default ./out/ab).
 set -euo pipefail
-base=$1 new=$2 runs=${3:-2} secs=${4:-60}
+base=$1 new=$2
+shift 2
+runs=2
+if [ $# -gt 0 ] && [ "$1" != "--" ]; then runs=$1; shift; fi
+[ "${1:-}" = "--" ] && shift
+flags=("$@")
+[ ${#flags[@]} -gt 0 ] || flags=(-mode closed -pacers 64 -pop-partitions 4 -pop-batch 400 -duration 60s)
 top=$(git rev-parse --show-toplevel)
-out=${OUT:-$top/out/ab-closed}
+out=${OUT:-$top/out/ab}
 mkdir -p "$out"
 for rev in "$base" "$new"; do
 	dir=$(mktemp -d -t comb-ab.XXXXXX)
@@ -29,11 +36,10 @@ run() { # rev index
 	grep -q 'comb ready' "$log" || { echo "serve $rev did not start"; cat "$log"; kill $pid; exit 1; }
 	"$out/comb-$rev" loadtest -nats nats://127.0.0.1:$nats_port \
 		-postgres-url "postgres://postgres@127.0.0.1:$pg_port/comb?sslmode=disable" \
-		-mode closed -pacers 64 -pop-partitions 4 -pop-batch 400 -duration "${secs}s" -verify \
-		-report=false -out "$out/run-$rev-$i" >"$out/run-$rev-$i.out" 2>&1 || true
+		"${flags[@]}" -verify -report=false -out "$out/run-$rev-$i" >"$out/run-$rev-$i.out" 2>&1 || true
 	kill -INT $pid; wait $pid || true
 	rm -rf "$data"
-	printf '%s run %d: ' "$rev" "$i"; grep -E '^\[(final|verify)' "$out/run-$rev-$i.out" | tr '\n' ' '; echo
+	printf '%s run %d: ' "$rev" "$i"; grep -E '^\[(final|resources|verify)' "$out/run-$rev-$i.out" | tr '\n' ' '; echo
 }
 for i in $(seq "$runs"); do
 	run "$base" "$i"
