@@ -78,10 +78,11 @@ func TestSeek(t *testing.T) {
 	require.Empty(t, pop(t, nc, "sk", `{"group":"g","partitions":2}`))
 }
 
-// TestExpiredLeaseReachesAWaitingPop: after a pop drained its group, the
-// next long poll parks without asking PostgreSQL (nothing can be ready
-// until a wake-up); a lease that expires makes messages ready without
-// one, and the retry interval still brings them to the waiting pop.
+// TestExpiredLeaseReachesAWaitingPop: once a pop of the group has found
+// nothing, further long polls park without asking PostgreSQL until a
+// wake-up (see waitQueue.empty); a lease that expires makes messages ready
+// without one, and the retry interval still brings them to the waiting
+// pop.
 func TestExpiredLeaseReachesAWaitingPop(t *testing.T) {
 	t.Parallel()
 	env := combtest.StartWith(t, combtest.Options{Bridge: bridge.Config{RetryInterval: 200 * time.Millisecond}})

@@ -130,17 +130,13 @@ func (p *popper) run(job *popJob) {
 	}
 	began := time.Now()
 	ctx, cancel := p.b.storeCtx()
-	popped, err := p.b.st.Pop(ctx, job.req)
+	msgs, err := p.b.st.Pop(ctx, job.req)
 	cancel()
-	msgs := popped.Messages
 	if err == nil && len(msgs) == 0 && waits && time.Now().Before(job.deadline) && p.park(job, seq, began) {
 		return
 	}
 	if waits {
-		// A pop that took messages and saw no other partition ready leaves
-		// its group empty: the consumer's next pop need not ask.
-		drained := err == nil && len(msgs) > 0 && !popped.More && job.req.Partition == ""
-		p.detach(job.req.Queue, job.req.Group, drained, seq, began)
+		p.detach(job.req.Queue)
 	}
 	if err != nil {
 		p.b.respondError(job.call, err)
@@ -192,14 +188,10 @@ func (p *popper) attach(queue, group string, anyPartition bool) (seq uint64, emp
 }
 
 // detach undoes attach, dropping the queue's entry when nobody is left.
-// With drained, it first marks group empty as of seq and began, unless a
-// wake-up came since. The lock must not be held.
-func (p *popper) detach(queue, group string, drained bool, seq uint64, began time.Time) {
+// The lock must not be held.
+func (p *popper) detach(queue string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if wq := p.queues[queue]; drained && wq.seq == seq {
-		wq.empty[group] = emptyMark{seq: seq, at: began}
-	}
 	p.detachLocked(queue)
 }
 

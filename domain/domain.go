@@ -135,17 +135,6 @@ type PopParams struct {
 	SizeOf func(*Message) int
 }
 
-// Popped is what a pop returns.
-type Popped struct {
-	Messages []Message
-	// More is set when the group had messages ready in partitions this pop
-	// did not lease, as far as the pop could see (a pop that names a
-	// partition, or leases nothing, never says so). A pop that returned
-	// messages without More leaves the group with nothing ready: the
-	// bridge then need not query again until a wake-up.
-	More bool
-}
-
 // Message is a delivered message.
 type Message struct {
 	Partition string

@@ -78,7 +78,7 @@ func BenchmarkPopAck(b *testing.B) {
 	for range 6 {
 		wg.Go(func() {
 			for done.Load() < total {
-				ms, err := popMsgs(ctx, st, domain.PopParams{Queue: "bench", Max: 2000, Partitions: 4})
+				ms, err := st.Pop(ctx, domain.PopParams{Queue: "bench", Max: 2000, Partitions: 4})
 				if err != nil {
 					b.Error(err)
 					return

@@ -94,7 +94,7 @@ func TestConcurrentInvariants(t *testing.T) {
 					if err := ectx.Err(); err != nil {
 						return err
 					}
-					ms, err := popMsgs(ectx, st, domain.PopParams{Queue: "inv", Group: g, Max: 1 + rand.IntN(20),
+					ms, err := st.Pop(ectx, domain.PopParams{Queue: "inv", Group: g, Max: 1 + rand.IntN(20),
 						Partitions: 1 + rand.IntN(2), LeaseMS: 200})
 					if errorsIsNotFound(err) {
 						continue // no producer has created the queue yet

@@ -63,7 +63,7 @@ func TestDedup(t *testing.T) {
 		{Partition: "p", Offset: 1, Status: domain.Duplicate},
 	}, outs[1].Results)
 
-	ms, err := popMsgs(ctxT(t), st, domain.PopParams{Queue: "q", Partition: "p", Max: 10})
+	ms, err := st.Pop(ctxT(t), domain.PopParams{Queue: "q", Partition: "p", Max: 10})
 	require.NoError(t, err)
 	require.Equal(t, []string{"1", "2", "5", "6"}, datas(ms))
 
@@ -118,11 +118,11 @@ func TestDelay(t *testing.T) {
 	configure(t, st, "q", domain.ConfigPatch{DelayMS: i64(400)})
 	pushed := time.Now()
 	pushN(t, st, "q", "p", 0, 2)
-	ms, err := popMsgs(ctxT(t), st, domain.PopParams{Queue: "q", Max: 10})
+	ms, err := st.Pop(ctxT(t), domain.PopParams{Queue: "q", Max: 10})
 	require.NoError(t, err)
 	require.Empty(t, ms, "not deliverable before the delay")
 	require.Eventually(t, func() bool {
-		ms, err = popMsgs(ctxT(t), st, domain.PopParams{Queue: "q", Max: 10})
+		ms, err = st.Pop(ctxT(t), domain.PopParams{Queue: "q", Max: 10})
 		require.NoError(t, err)
 		return len(ms) > 0
 	}, 10*time.Second, 20*time.Millisecond)
@@ -143,7 +143,7 @@ func TestLimits(t *testing.T) {
 	pushN(t, st, "q", "p", 4, 1)
 
 	// Consumers complete everything; retention frees the room.
-	ms, err := popMsgs(ctx, st, domain.PopParams{Queue: "q", Max: 10})
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", Max: 10})
 	require.NoError(t, err)
 	require.Len(t, ms, 5)
 	require.True(t, ack(t, st, "q", "", domain.Ack{Partition: "p", Offset: 4, Lease: ms[0].Lease})[0].OK)
@@ -177,10 +177,10 @@ func TestRetentionWaitsForTheSlowestGroup(t *testing.T) {
 	pushN(t, st, "q", "p", 3, 3)
 	// The fast group completes everything, the slow one only the first
 	// segment.
-	fast, err := popMsgs(ctx, st, domain.PopParams{Queue: "q", Group: "fast", Max: 10})
+	fast, err := st.Pop(ctx, domain.PopParams{Queue: "q", Group: "fast", Max: 10})
 	require.NoError(t, err)
 	require.True(t, ack(t, st, "q", "fast", domain.Ack{Partition: "p", Offset: 5, Lease: fast[0].Lease})[0].OK)
-	slow, err := popMsgs(ctx, st, domain.PopParams{Queue: "q", Group: "slow", Max: 4})
+	slow, err := st.Pop(ctx, domain.PopParams{Queue: "q", Group: "slow", Max: 4})
 	require.NoError(t, err)
 	require.True(t, ack(t, st, "q", "slow", domain.Ack{Partition: "p", Offset: 3, Lease: slow[0].Lease})[0].OK)
 
@@ -202,12 +202,12 @@ func TestRetentionWaitsForTheSlowestGroup(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(3), info.Messages)
 	require.Equal(t, int64(3), info.Partitions[0].LowOffset)
-	ms, err := popMsgs(ctx, st, domain.PopParams{Queue: "q", Group: "slow", Max: 10})
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", Group: "slow", Max: 10})
 	require.NoError(t, err)
 	require.Equal(t, []string{"4", "5"}, datas(ms))
 	// A group that never read the queue does not hold retention back
 	// (it did not exist), and starts at the oldest retained message.
-	ms, err = popMsgs(ctx, st, domain.PopParams{Queue: "q", Group: "late", Max: 10})
+	ms, err = st.Pop(ctx, domain.PopParams{Queue: "q", Group: "late", Max: 10})
 	require.NoError(t, err)
 	require.Equal(t, []string{"3", "4", "5"}, datas(ms))
 }
@@ -236,7 +236,7 @@ func TestMaxAge(t *testing.T) {
 	ctx := ctxT(t)
 	configure(t, st, "q", domain.ConfigPatch{MaxAgeS: i64(1)})
 	pushN(t, st, "q", "p", 0, 3)
-	leased, err := popMsgs(ctx, st, domain.PopParams{Queue: "q", Max: 1, LeaseMS: 200})
+	leased, err := st.Pop(ctx, domain.PopParams{Queue: "q", Max: 1, LeaseMS: 200})
 	require.NoError(t, err)
 	require.Len(t, leased, 1)
 	require.Eventually(t, func() bool {
@@ -248,7 +248,7 @@ func TestMaxAge(t *testing.T) {
 	// The group's cursor was behind the deleted messages: it resumes at the
 	// oldest retained one once its lease ends.
 	require.Eventually(t, func() bool {
-		ms, err := popMsgs(ctx, st, domain.PopParams{Queue: "q", Max: 10, LeaseMS: 1000})
+		ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", Max: 10, LeaseMS: 1000})
 		require.NoError(t, err)
 		return len(ms) == 1 && string(ms[0].Data) == "3"
 	}, 10*time.Second, 100*time.Millisecond)
@@ -263,14 +263,14 @@ func TestSeek(t *testing.T) {
 	n, err := st.Seek(ctx, domain.SeekParams{Queue: "q", Group: "g", To: domain.Start{Kind: domain.StartNew}})
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
-	ms, err := popMsgs(ctx, st, domain.PopParams{Queue: "q", Group: "g", Max: 10, Partitions: 2})
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", Group: "g", Max: 10, Partitions: 2})
 	require.NoError(t, err)
 	require.Empty(t, ms)
 
 	n, err = st.Seek(ctx, domain.SeekParams{Queue: "q", Group: "g", Partition: "a", To: domain.Start{Kind: domain.StartAll}})
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
-	ms, err = popMsgs(ctx, st, domain.PopParams{Queue: "q", Group: "g", Max: 10, Partitions: 2})
+	ms, err = st.Pop(ctx, domain.PopParams{Queue: "q", Group: "g", Max: 10, Partitions: 2})
 	require.NoError(t, err)
 	require.Equal(t, []string{"0", "1", "2"}, datas(ms))
 	require.Equal(t, 1, ms[0].Attempt)
@@ -290,7 +290,7 @@ func TestDeleteRemovesDedupAndCursors(t *testing.T) {
 	ctx := ctxT(t)
 	configure(t, st, "q", domain.ConfigPatch{DedupWindowS: i64(60)})
 	pushIDs(t, st, "q", domain.PushMessage{Partition: dp, ID: "a", Data: []byte("1")})
-	_, err := popMsgs(ctx, st, domain.PopParams{Queue: "q"})
+	_, err := st.Pop(ctx, domain.PopParams{Queue: "q"})
 	require.NoError(t, err)
 	require.NoError(t, st.Delete(ctx, "q"))
 	for _, table := range []string{"comb_dedup", "comb_cursors", "comb_segments", "comb_partitions", "comb_groups"} {

@@ -25,17 +25,15 @@ import (
 // filter.) A cursor is ready when its partition has messages past the
 // committed offset and it holds no live lease, so a group holds at most one
 // lease per partition and gets a partition's messages in offset order.
-var popSQL = fmt.Sprintf(popSQLTemplate, `p.next_offset`, `p.next_offset`)
+var popSQL = fmt.Sprintf(popSQLTemplate, `p.next_offset`)
 
 // popDelayedSQL serves queues with a delay_ms: a partition's ready end is the
 // end of its newest segment older than the delay ($9 ms), found by a
 // backward index scan that stops at the first such segment.
-var popDelayedSQL = fmt.Sprintf(popSQLTemplate, delayedEnd, delayedEnd)
-
-const delayedEnd = `coalesce((
+var popDelayedSQL = fmt.Sprintf(popSQLTemplate, `coalesce((
         SELECT s.base_offset + s.count FROM comb_segments s
         WHERE s.partition_id = p.id AND s.created_at <= now() - $9::bigint * interval '1 millisecond'
-        ORDER BY s.base_offset DESC LIMIT 1), p.low_offset)`
+        ORDER BY s.base_offset DESC LIMIT 1), p.low_offset)`)
 
 const popSQLTemplate = `
 WITH cand AS (
@@ -50,17 +48,6 @@ WITH cand AS (
     ORDER BY c.leased_at NULLS FIRST, c.partition_id
     LIMIT $4
     FOR UPDATE OF c SKIP LOCKED
-), more AS (
-    -- Is another partition ready for the group, besides those claimed?
-    -- Only for a pop that names none; rows other pops hold locked count
-    -- as ready, so the answer errs towards yes.
-    SELECT $3::bigint = 0 AND EXISTS (
-        SELECT 1 FROM comb_cursors c JOIN comb_partitions p ON p.id = c.partition_id
-        CROSS JOIN LATERAL (SELECT %s AS next_offset) r
-        WHERE c.queue_id = $1 AND c.group_name = $2
-          AND r.next_offset > greatest(c.committed, p.low_offset)
-          AND (c.lease_id IS NULL OR c.lease_until < now())
-          AND c.partition_id NOT IN (SELECT partition_id FROM cand)) AS more
 ), alloc AS (
     SELECT cand.*, least(next_offset - committed,
         $5 - coalesce(sum(next_offset - committed) OVER (ORDER BY partition_id
@@ -84,9 +71,8 @@ WITH cand AS (
               a.delivered_upto
 )
 SELECT u.partition_id, u.name, u.lo, u.hi, u.lease_id, u.attempts, u.delivered_upto,
-       s.base_offset, s.count, s.created_at, s.payload, s.frame_format, m.more
+       s.base_offset, s.count, s.created_at, s.payload, s.frame_format
 FROM upd u
-CROSS JOIN more m
 CROSS JOIN LATERAL (SELECT max(base_offset) AS b0 FROM comb_segments
                     WHERE partition_id = u.partition_id AND base_offset <= u.lo) f
 JOIN comb_segments s ON s.partition_id = u.partition_id
@@ -95,31 +81,30 @@ ORDER BY u.partition_id, s.base_offset`
 
 // Pop leases the next messages of a queue for a group. It returns no
 // messages and no error when nothing is ready; domain.ErrNotFound when the
-// queue does not exist. Popped.More says whether other partitions were
-// ready too.
+// queue does not exist.
 //
 // The lease and, when the reply is bounded (MaxBytes), the give-back of
 // what does not fit run in one transaction: a crash never leaves messages
 // leased that no reply carried, nor, for an auto-ack pop, settled. Leases
 // commit asynchronously (see Options.DurablePops); an auto-ack pop settles
 // what it delivers, so it commits durably.
-func (s *Store) Pop(ctx context.Context, req domain.PopParams) (domain.Popped, error) {
+func (s *Store) Pop(ctx context.Context, req domain.PopParams) ([]domain.Message, error) {
 	q, err := s.queue(ctx, req.Queue, false)
 	if err != nil {
-		return domain.Popped{}, err
+		return nil, err
 	}
 	group := cmp.Or(req.Group, protocol.DefaultGroup)
 	if err := s.ensureGroup(ctx, q, group, req.From); err != nil {
-		return domain.Popped{}, err
+		return nil, err
 	}
 	var pid int64
 	if req.Partition != "" {
 		ids, err := s.partitionIDs(ctx, q, []string{req.Partition}, false)
 		if err != nil {
-			return domain.Popped{}, err
+			return nil, err
 		}
 		if pid = ids[req.Partition]; pid == 0 {
-			return domain.Popped{}, nil // nothing was ever pushed there
+			return nil, nil // nothing was ever pushed there
 		}
 	}
 	maxN := cmp.Or(max(req.Max, 0), protocol.DefaultPopMax)
@@ -130,7 +115,7 @@ func (s *Store) Pop(ctx context.Context, req domain.PopParams) (domain.Popped, e
 	}
 	token, err := leaseToken()
 	if err != nil {
-		return domain.Popped{}, err
+		return nil, err
 	}
 	sql, args := popSQL, []any{q.ID, group, pid, parts, maxN, token, req.AutoAck, leaseMS}
 	if q.Config.DelayMS > 0 {
@@ -142,7 +127,7 @@ func (s *Store) Pop(ctx context.Context, req domain.PopParams) (domain.Popped, e
 	}
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
-		return domain.Popped{}, fmt.Errorf("pop: %w", classify(err))
+		return nil, fmt.Errorf("pop: %w", classify(err))
 	}
 	// A connection left inside the transaction by an error is destroyed on
 	// release (pgxpool keeps only idle ones), which rolls the transaction
@@ -155,41 +140,41 @@ func (s *Store) Pop(ctx context.Context, req domain.PopParams) (domain.Popped, e
 	b.Queue("BEGIN")
 	b.Queue(sql, args...)
 	br := conn.SendBatch(ctx, b)
-	out, pids, leases, more, err := readPop(br, maxN)
+	out, pids, leases, err := readPop(br, maxN)
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return domain.Popped{}, fmt.Errorf("pop: %w", classify(err))
+		return nil, fmt.Errorf("pop: %w", classify(err))
 	}
 	b = &pgx.Batch{}
 	if req.MaxBytes > 0 {
 		var trim *trimArgs
 		out, trim = trimToFit(req, out, pids, leases)
 		if trim != nil {
-			more = true // what does not fit is ready again
 			b.Queue(trimPopSQL, trim.pids, trim.los, trim.prevs, trim.uptos, req.AutoAck, trim.his, trim.leases, group)
 		}
 	}
 	b.Queue("COMMIT")
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
-		return domain.Popped{}, fmt.Errorf("pop: commit: %w", classify(err))
+		return nil, fmt.Errorf("pop: commit: %w", classify(err))
 	}
-	return domain.Popped{Messages: out, More: more}, nil
+	return out, nil
 }
 
 // readPop reads the pop statement's rows: the messages, the partition id
-// of each, the ranges leased, and whether more partitions were ready.
-func readPop(br pgx.BatchResults, maxN int) (out []domain.Message, pids []int64, leases []leasedRange, more bool, err error) {
+// of each, and the ranges leased.
+func readPop(br pgx.BatchResults, maxN int) ([]domain.Message, []int64, []leasedRange, error) {
 	if _, err := br.Exec(); err != nil { // BEGIN
-		return nil, nil, nil, false, err
+		return nil, nil, nil, err
 	}
 	rows, err := br.Query()
 	if err != nil {
-		return nil, nil, nil, false, err
+		return nil, nil, nil, err
 	}
-	out = make([]domain.Message, 0, maxN)
-	pids = make([]int64, 0, maxN)
+	out := make([]domain.Message, 0, maxN)
+	pids := make([]int64, 0, maxN)
+	var leases []leasedRange
 	var (
 		partID, lo, hi, delivered, base int64
 		count, attempts                 int32
@@ -199,7 +184,7 @@ func readPop(br pgx.BatchResults, maxN int) (out []domain.Message, pids []int64,
 		payload                         []byte
 	)
 	_, err = pgx.ForEachRow(rows, []any{&partID, &name, &lo, &hi, &lease, &attempts, &delivered,
-		&base, &count, &created, &payload, &format, &more}, func() error {
+		&base, &count, &created, &payload, &format}, func() error {
 		if n := len(leases); n == 0 || leases[n-1].pid != partID {
 			leases = append(leases, leasedRange{pid: partID, lo: lo, hi: hi, prev: delivered, lease: lease})
 		}
@@ -227,7 +212,7 @@ func readPop(br pgx.BatchResults, maxN int) (out []domain.Message, pids []int64,
 		}
 		return nil
 	})
-	return out, pids, leases, more, err
+	return out, pids, leases, err
 }
 
 // leasedRange is what one pop leased of one partition.

@@ -85,7 +85,7 @@ func TestAckSaysWhenMoreIsReady(t *testing.T) {
 		require.NoError(t, out.Err)
 		return out.Results[0]
 	}
-	ms, err := popMsgs(ctx, st, domain.PopParams{Queue: "q", Max: 2})
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", Max: 2})
 	require.NoError(t, err)
 	require.Len(t, ms, 2)
 	require.Equal(t, domain.AckResult{OK: true}, settle(domain.Ack{Partition: "p", Offset: 0, Lease: ms[0].Lease}),
@@ -93,12 +93,12 @@ func TestAckSaysWhenMoreIsReady(t *testing.T) {
 	require.Equal(t, domain.AckResult{OK: true, More: true}, settle(domain.Ack{Partition: "p", Offset: 1, Lease: ms[0].Lease}),
 		"ends the lease with offset 2 behind it")
 
-	ms, err = popMsgs(ctx, st, domain.PopParams{Queue: "q", Max: 2})
+	ms, err = st.Pop(ctx, domain.PopParams{Queue: "q", Max: 2})
 	require.NoError(t, err)
 	require.Len(t, ms, 1)
 	require.Equal(t, domain.AckResult{OK: true, More: true}, settle(domain.Ack{Partition: "p", Offset: 2, Lease: ms[0].Lease, Status: domain.AckRetry}),
 		"a retry makes the message deliverable again")
-	ms, err = popMsgs(ctx, st, domain.PopParams{Queue: "q"})
+	ms, err = st.Pop(ctx, domain.PopParams{Queue: "q"})
 	require.NoError(t, err)
 	require.Len(t, ms, 1)
 	require.Equal(t, domain.AckResult{OK: true}, settle(domain.Ack{Partition: "p", Offset: 2, Lease: ms[0].Lease}),
@@ -123,7 +123,7 @@ func TestPushPopAck(t *testing.T) {
 	require.Equal(t, []int64{0, 1, 2}, pushN(t, st, "orders", "eu", 0, 3))
 	require.Equal(t, []int64{3, 4}, pushN(t, st, "orders", "eu", 3, 2))
 
-	ms, err := popMsgs(ctx, st, domain.PopParams{Queue: "orders", Max: 3})
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: "orders", Max: 3})
 	require.NoError(t, err)
 	require.Equal(t, []string{"0", "1", "2"}, datas(ms))
 	for i, m := range ms {
@@ -134,14 +134,14 @@ func TestPushPopAck(t *testing.T) {
 		require.WithinDuration(t, time.Now(), m.CreatedAt, time.Minute)
 	}
 	// The partition is leased: the group gets nothing more from it.
-	more, err := popMsgs(ctx, st, domain.PopParams{Queue: "orders"})
+	more, err := st.Pop(ctx, domain.PopParams{Queue: "orders"})
 	require.NoError(t, err)
 	require.Empty(t, more)
 
 	res := ack(t, st, "orders", "", domain.Ack{Partition: "eu", Offset: 2, Lease: ms[0].Lease})
 	require.Equal(t, []domain.AckResult{{OK: true}}, res)
 
-	ms, err = popMsgs(ctx, st, domain.PopParams{Queue: "orders", Max: 10})
+	ms, err = st.Pop(ctx, domain.PopParams{Queue: "orders", Max: 10})
 	require.NoError(t, err)
 	require.Equal(t, []string{"3", "4"}, datas(ms))
 	require.Equal(t, int64(3), ms[0].Offset)
@@ -150,7 +150,7 @@ func TestPushPopAck(t *testing.T) {
 func TestPopUnknownQueue(t *testing.T) {
 	t.Parallel()
 	st := newStore(t)
-	_, err := popMsgs(ctxT(t), st, domain.PopParams{Queue: "nope"})
+	_, err := st.Pop(ctxT(t), domain.PopParams{Queue: "nope"})
 	require.ErrorIs(t, err, domain.ErrNotFound)
 	out := ackOutcome(t, st, domain.AckParams{Queue: "nope", Acks: []domain.Ack{{Partition: "x", Lease: "l-1-a"}}})
 	require.ErrorIs(t, out.Err, domain.ErrNotFound)
@@ -187,7 +187,7 @@ func TestPushSharesOneTransactionAcrossRequests(t *testing.T) {
 	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT count(*) FROM comb_segments`).Scan(&segs))
 	require.Equal(t, 6, segs)
 
-	ms, err := popMsgs(ctx, st, domain.PopParams{Queue: "q0", Partition: "p1", Max: 100})
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: "q0", Partition: "p1", Max: 100})
 	require.NoError(t, err)
 	require.Equal(t, []string{"01", "21", "41"}, datas(ms))
 	require.Equal(t, "21", ms[1].ID)
@@ -200,7 +200,7 @@ func TestPopSpreadsMaxOverPartitions(t *testing.T) {
 	pushN(t, st, "q", "a", 0, 3)
 	pushN(t, st, "q", "b", 0, 5)
 	pushN(t, st, "q", "c", 0, 5)
-	ms, err := popMsgs(ctx, st, domain.PopParams{Queue: "q", Max: 6, Partitions: 3})
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", Max: 6, Partitions: 3})
 	require.NoError(t, err)
 	require.Len(t, ms, 6)
 	byPart := map[string][]int64{}
@@ -213,7 +213,7 @@ func TestPopSpreadsMaxOverPartitions(t *testing.T) {
 		}
 	}
 	// The partitions not fully leased still count as leased for this group.
-	rest, err := popMsgs(ctx, st, domain.PopParams{Queue: "q", Max: 100, Partitions: 3})
+	rest, err := st.Pop(ctx, domain.PopParams{Queue: "q", Max: 100, Partitions: 3})
 	require.NoError(t, err)
 	for _, m := range rest {
 		_, leased := byPart[m.Partition]
@@ -226,11 +226,11 @@ func TestAutoAck(t *testing.T) {
 	st := newStore(t)
 	ctx := ctxT(t)
 	pushN(t, st, "q", "p", 0, 4)
-	ms, err := popMsgs(ctx, st, domain.PopParams{Queue: "q", Max: 2, AutoAck: true})
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", Max: 2, AutoAck: true})
 	require.NoError(t, err)
 	require.Equal(t, []string{"0", "1"}, datas(ms))
 	require.Empty(t, ms[0].Lease)
-	ms, err = popMsgs(ctx, st, domain.PopParams{Queue: "q", Max: 5, AutoAck: true})
+	ms, err = st.Pop(ctx, domain.PopParams{Queue: "q", Max: 5, AutoAck: true})
 	require.NoError(t, err)
 	require.Equal(t, []string{"2", "3"}, datas(ms))
 }
@@ -241,7 +241,7 @@ func TestGroupsHaveTheirOwnCursors(t *testing.T) {
 	ctx := ctxT(t)
 	pushN(t, st, "q", "p", 0, 3)
 	for _, g := range []string{"a", "b"} {
-		ms, err := popMsgs(ctx, st, domain.PopParams{Queue: "q", Group: g, Max: 10})
+		ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", Group: g, Max: 10})
 		require.NoError(t, err)
 		require.Equal(t, []string{"0", "1", "2"}, datas(ms))
 		require.Equal(t, []domain.AckResult{{OK: true}}, ack(t, st, "q", g, domain.Ack{Partition: "p", Offset: 2, Lease: ms[0].Lease}))
@@ -249,7 +249,7 @@ func TestGroupsHaveTheirOwnCursors(t *testing.T) {
 	// A partition created after the groups is read from its start by both.
 	pushN(t, st, "q", "late", 0, 2)
 	for _, g := range []string{"a", "b"} {
-		ms, err := popMsgs(ctx, st, domain.PopParams{Queue: "q", Group: g, Max: 10})
+		ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", Group: g, Max: 10})
 		require.NoError(t, err)
 		require.Equal(t, []string{"0", "1"}, datas(ms))
 		require.Equal(t, "late", ms[0].Partition)
@@ -265,19 +265,19 @@ func TestFrom(t *testing.T) {
 	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT now()`).Scan(&mid))
 	pushN(t, st, "q", "p", 3, 2)
 
-	ms, err := popMsgs(ctx, st, domain.PopParams{Queue: "q", Group: "new", From: domain.Start{Kind: domain.StartNew}, Max: 10})
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", Group: "new", From: domain.Start{Kind: domain.StartNew}, Max: 10})
 	require.NoError(t, err)
 	require.Empty(t, ms)
 	pushN(t, st, "q", "p", 5, 1)
-	ms, err = popMsgs(ctx, st, domain.PopParams{Queue: "q", Group: "new", Max: 10})
+	ms, err = st.Pop(ctx, domain.PopParams{Queue: "q", Group: "new", Max: 10})
 	require.NoError(t, err)
 	require.Equal(t, []string{"5"}, datas(ms))
 
-	ms, err = popMsgs(ctx, st, domain.PopParams{Queue: "q", Group: "time", From: domain.Start{Kind: domain.StartTime, Time: mid}, Max: 10})
+	ms, err = st.Pop(ctx, domain.PopParams{Queue: "q", Group: "time", From: domain.Start{Kind: domain.StartTime, Time: mid}, Max: 10})
 	require.NoError(t, err)
 	require.Equal(t, []string{"3", "4", "5"}, datas(ms))
 
-	ms, err = popMsgs(ctx, st, domain.PopParams{Queue: "q", Group: "all", From: domain.Start{Kind: domain.StartAll}, Max: 10})
+	ms, err = st.Pop(ctx, domain.PopParams{Queue: "q", Group: "all", From: domain.Start{Kind: domain.StartAll}, Max: 10})
 	require.NoError(t, err)
 	require.Equal(t, []string{"0", "1", "2", "3", "4", "5"}, datas(ms))
 }
@@ -287,13 +287,13 @@ func TestLeaseExpiryRedelivers(t *testing.T) {
 	st := newStore(t)
 	ctx := ctxT(t)
 	pushN(t, st, "q", "p", 0, 3)
-	first, err := popMsgs(ctx, st, domain.PopParams{Queue: "q", Max: 2, LeaseMS: 100})
+	first, err := st.Pop(ctx, domain.PopParams{Queue: "q", Max: 2, LeaseMS: 100})
 	require.NoError(t, err)
 	require.Equal(t, []string{"0", "1"}, datas(first))
 
 	var again []domain.Message
 	require.Eventually(t, func() bool {
-		again, err = popMsgs(ctx, st, domain.PopParams{Queue: "q", Max: 3})
+		again, err = st.Pop(ctx, domain.PopParams{Queue: "q", Max: 3})
 		require.NoError(t, err)
 		return len(again) > 0
 	}, 10*time.Second, 20*time.Millisecond)
@@ -308,7 +308,7 @@ func TestLeaseExpiryRedelivers(t *testing.T) {
 	// The live lease still covers everything.
 	res = ack(t, st, "q", "", domain.Ack{Partition: "p", Offset: 2, Lease: again[0].Lease})
 	require.True(t, res[0].OK, res[0].Error)
-	ms, err := popMsgs(ctx, st, domain.PopParams{Queue: "q"})
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: "q"})
 	require.NoError(t, err)
 	require.Empty(t, ms)
 }
@@ -319,10 +319,10 @@ func TestAckValidation(t *testing.T) {
 	ctx := ctxT(t)
 	pushN(t, st, "q", "p", 0, 5)
 	pushN(t, st, "q", "other", 0, 1)
-	ms, err := popMsgs(ctx, st, domain.PopParams{Queue: "q", Partition: "p", Max: 3})
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", Partition: "p", Max: 3})
 	require.NoError(t, err)
 	lease := ms[0].Lease
-	theirs, err := popMsgs(ctx, st, domain.PopParams{Queue: "q", Group: "g2", Partition: "p", Max: 1})
+	theirs, err := st.Pop(ctx, domain.PopParams{Queue: "q", Group: "g2", Partition: "p", Max: 1})
 	require.NoError(t, err)
 
 	res := ack(t, st, "q", "",
@@ -345,7 +345,7 @@ func TestAckValidation(t *testing.T) {
 	require.True(t, res[0].OK)
 	res = ack(t, st, "q", "", domain.Ack{Partition: "p", Offset: 2, Lease: lease})
 	require.True(t, res[0].OK)
-	ms, err = popMsgs(ctx, st, domain.PopParams{Queue: "q", Partition: "p", Max: 10})
+	ms, err = st.Pop(ctx, domain.PopParams{Queue: "q", Partition: "p", Max: 10})
 	require.NoError(t, err)
 	require.Equal(t, []string{"3", "4"}, datas(ms))
 
@@ -365,7 +365,7 @@ func TestAckStatuses(t *testing.T) {
 	require.NoError(t, err)
 	pushN(t, st, "q", "p", 0, 6)
 	pop := func(n int) []domain.Message {
-		ms, err := popMsgs(ctx, st, domain.PopParams{Queue: "q", Max: n})
+		ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", Max: n})
 		require.NoError(t, err)
 		return ms
 	}
@@ -429,13 +429,13 @@ func TestDeadLetterOff(t *testing.T) {
 	_, err := st.Configure(ctx, "q", domain.ConfigPatch{DeadLetter: &off})
 	require.NoError(t, err)
 	pushN(t, st, "q", "p", 0, 2)
-	ms, err := popMsgs(ctx, st, domain.PopParams{Queue: "q", Max: 1})
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", Max: 1})
 	require.NoError(t, err)
 	require.True(t, ack(t, st, "q", "", domain.Ack{Partition: "p", Offset: 0, Lease: ms[0].Lease, Status: domain.AckDead})[0].OK)
 	dls, _, err := st.DeadLetters(ctx, domain.DLQParams{Queue: "q"})
 	require.NoError(t, err)
 	require.Empty(t, dls)
-	ms, err = popMsgs(ctx, st, domain.PopParams{Queue: "q", Max: 5})
+	ms, err = st.Pop(ctx, domain.PopParams{Queue: "q", Max: 5})
 	require.NoError(t, err)
 	require.Equal(t, []string{"1"}, datas(ms))
 }
@@ -445,7 +445,7 @@ func TestRenew(t *testing.T) {
 	st := newStore(t)
 	ctx := ctxT(t)
 	pushN(t, st, "q", "p", 0, 1)
-	ms, err := popMsgs(ctx, st, domain.PopParams{Queue: "q", LeaseMS: 1000})
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", LeaseMS: 1000})
 	require.NoError(t, err)
 	res, err := st.Renew(ctx, domain.RenewParams{Queue: "q", Leases: []string{ms[0].Lease, "l-1-nothing", "garbage"}, LeaseMS: 60000})
 	require.NoError(t, err)
@@ -500,7 +500,7 @@ func TestInfoListDelete(t *testing.T) {
 	pushN(t, st, "b", "p1", 0, 3)
 	pushN(t, st, "b", "p2", 0, 2)
 	pushN(t, st, "a", "p", 0, 1)
-	ms, err := popMsgs(ctx, st, domain.PopParams{Queue: "b", Group: "g", Partition: "p1", Max: 2})
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: "b", Group: "g", Partition: "p1", Max: 2})
 	require.NoError(t, err)
 	require.True(t, ack(t, st, "b", "g", domain.Ack{Partition: "p1", Offset: 1, Lease: ms[0].Lease})[0].OK)
 
@@ -558,7 +558,7 @@ func TestPopTrimmedToMaxBytesGivesBackTheRest(t *testing.T) {
 	pushN(t, st, "q", "b", 0, 5)
 	size := func(*domain.Message) int { return 10 }
 
-	ms, err := popMsgs(ctx, st, domain.PopParams{Queue: "q", Max: 10, Partitions: 2, MaxBytes: 30, SizeOf: size})
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", Max: 10, Partitions: 2, MaxBytes: 30, SizeOf: size})
 	require.NoError(t, err)
 	require.Len(t, ms, 3, "three 10-byte messages fit in 30")
 	first := ms[0].Partition
@@ -567,7 +567,7 @@ func TestPopTrimmedToMaxBytesGivesBackTheRest(t *testing.T) {
 	require.True(t, ack(t, st, "q", "", domain.Ack{Partition: first, Offset: 2, Lease: ms[0].Lease})[0].OK)
 	// The other partition returned nothing and was released at once; the
 	// rest of both comes with attempt 1, having never been seen.
-	rest, err := popMsgs(ctx, st, domain.PopParams{Queue: "q", Max: 100, Partitions: 2})
+	rest, err := st.Pop(ctx, domain.PopParams{Queue: "q", Max: 100, Partitions: 2})
 	require.NoError(t, err)
 	require.Len(t, rest, 7)
 	for _, m := range rest {
@@ -578,13 +578,13 @@ func TestPopTrimmedToMaxBytesGivesBackTheRest(t *testing.T) {
 	pushN(t, st, "auto", "p", 0, 4)
 	got := 0
 	for range 4 {
-		ms, err := popMsgs(ctx, st, domain.PopParams{Queue: "auto", Max: 10, AutoAck: true, MaxBytes: 15, SizeOf: size})
+		ms, err := st.Pop(ctx, domain.PopParams{Queue: "auto", Max: 10, AutoAck: true, MaxBytes: 15, SizeOf: size})
 		require.NoError(t, err)
 		require.Len(t, ms, 1, "at least one message, even over the bound's half")
 		require.Equal(t, int64(got), ms[0].Offset)
 		got++
 	}
-	ms, err = popMsgs(ctx, st, domain.PopParams{Queue: "auto", AutoAck: true})
+	ms, err = st.Pop(ctx, domain.PopParams{Queue: "auto", AutoAck: true})
 	require.NoError(t, err)
 	require.Empty(t, ms)
 }
@@ -593,7 +593,7 @@ func TestMadeUpLeaseSaysSo(t *testing.T) {
 	t.Parallel()
 	st := newStore(t)
 	pushN(t, st, "q", "p", 0, 1)
-	_, err := popMsgs(ctxT(t), st, domain.PopParams{Queue: "q"})
+	_, err := st.Pop(ctxT(t), domain.PopParams{Queue: "q"})
 	require.NoError(t, err)
 	res := ack(t, st, "q", "", domain.Ack{Partition: "p", Offset: 0, Lease: "l-x"})
 	require.Contains(t, res[0].Error, "lease expired or not held")
@@ -624,7 +624,7 @@ func TestPopReturnsPushedEncoding(t *testing.T) {
 	out := push(t, st, domain.PushParams{Queue: "q", Messages: msgs[4:]})[0]
 	require.NoError(t, out.Err)
 
-	ms, err := popMsgs(ctx, st, domain.PopParams{Queue: "q", Max: 100, Partitions: 2})
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", Max: 100, Partitions: 2})
 	require.NoError(t, err)
 	require.Len(t, ms, len(msgs))
 	byID := map[string]domain.PushMessage{}
@@ -654,7 +654,7 @@ func TestDeadLettersKeepEncoding(t *testing.T) {
 		{Partition: "p", ID: "b", Data: []byte{0x80, 0x81}, Encoding: domain.EncodingBinary},
 	}})[0]
 	require.NoError(t, out.Err)
-	ms, err := popMsgs(ctx, st, domain.PopParams{Queue: "q", Max: 10})
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", Max: 10})
 	require.NoError(t, err)
 	require.Len(t, ms, 2)
 	require.Equal(t, []domain.AckResult{{OK: true}, {OK: true}}, ack(t, st, "q", "",
@@ -674,7 +674,7 @@ func TestDeadLettersKeepEncoding(t *testing.T) {
 	n, err := st.ReplayDeadLetters(ctx, "q", []string{dls[0].DLQID, dls[1].DLQID})
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
-	ms, err = popMsgs(ctx, st, domain.PopParams{Queue: "q", Max: 10})
+	ms, err = st.Pop(ctx, domain.PopParams{Queue: "q", Max: 10})
 	require.NoError(t, err)
 	require.Len(t, ms, 2)
 	require.Equal(t, []int64{2, 3}, []int64{ms[0].Offset, ms[1].Offset})
@@ -723,7 +723,7 @@ func TestOldFrameFormatPopsAsUnknown(t *testing.T) {
 	require.Equal(t, int64(1), tag.RowsAffected())
 	require.Equal(t, []int64{4}, pushN(t, st, "q", "p", 4, 1), "a later push follows the old segment")
 
-	ms, err := popMsgs(ctx, st, domain.PopParams{Queue: "q", Max: 10})
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", Max: 10})
 	require.NoError(t, err)
 	require.Len(t, ms, 5)
 	for i, m := range ms {
@@ -753,7 +753,7 @@ func TestOldFrameFormatPopsAsUnknown(t *testing.T) {
 	require.Empty(t, dls[0].ID)
 	require.Equal(t, data[1], dls[0].Data)
 	require.Equal(t, domain.EncodingUnknown, dls[0].Encoding)
-	ms, err = popMsgs(ctx, st, domain.PopParams{Queue: "q", Max: 10})
+	ms, err = st.Pop(ctx, domain.PopParams{Queue: "q", Max: 10})
 	require.NoError(t, err)
 	require.Empty(t, ms)
 }
@@ -775,10 +775,10 @@ func TestAutoAckPopTrimmedToMaxBytesGivesBackTheRest(t *testing.T) {
 			pushN(t, st, queue, "a", 0, 5)
 			pushN(t, st, queue, "b", 0, 5)
 
-			ms, err := popMsgs(ctx, st, domain.PopParams{Queue: queue, Max: 10, Partitions: 2, AutoAck: true, MaxBytes: tc.maxBytes, SizeOf: size})
+			ms, err := st.Pop(ctx, domain.PopParams{Queue: queue, Max: 10, Partitions: 2, AutoAck: true, MaxBytes: tc.maxBytes, SizeOf: size})
 			require.NoError(t, err)
 			require.Len(t, ms, tc.fit)
-			rest, err := popMsgs(ctx, st, domain.PopParams{Queue: queue, Max: 100, Partitions: 2, AutoAck: true})
+			rest, err := st.Pop(ctx, domain.PopParams{Queue: queue, Max: 100, Partitions: 2, AutoAck: true})
 			require.NoError(t, err)
 			require.Len(t, rest, 10-tc.fit, "exactly what did not fit comes next")
 
@@ -793,57 +793,9 @@ func TestAutoAckPopTrimmedToMaxBytesGivesBackTheRest(t *testing.T) {
 			require.Equal(t, map[string][]int64{"a": want, "b": want}, byPart,
 				"each partition's messages once each, in order, across the two pops")
 
-			ms, err = popMsgs(ctx, st, domain.PopParams{Queue: queue, Max: 100, Partitions: 2, AutoAck: true})
+			ms, err = st.Pop(ctx, domain.PopParams{Queue: queue, Max: 100, Partitions: 2, AutoAck: true})
 			require.NoError(t, err)
 			require.Empty(t, ms)
 		})
 	}
-}
-
-// popMsgs is st.Pop for tests that look only at the messages.
-func popMsgs(ctx context.Context, st *store.Store, p domain.PopParams) ([]domain.Message, error) {
-	r, err := st.Pop(ctx, p)
-	return r.Messages, err
-}
-
-// TestPopSaysWhetherMoreIsReady: a pop says when partitions it did not
-// lease had messages ready, so that the bridge knows when the group's next
-// pop would find nothing.
-func TestPopSaysWhetherMoreIsReady(t *testing.T) {
-	t.Parallel()
-	st := newStore(t)
-	ctx := ctxT(t)
-	pushN(t, st, "q", "a", 0, 1)
-	pushN(t, st, "q", "b", 0, 1)
-	r, err := st.Pop(ctx, domain.PopParams{Queue: "q", Max: 10, Partitions: 1})
-	require.NoError(t, err)
-	require.Len(t, r.Messages, 1)
-	require.True(t, r.More, "the other partition is ready")
-	r, err = st.Pop(ctx, domain.PopParams{Queue: "q", Max: 10, Partitions: 1})
-	require.NoError(t, err)
-	require.Len(t, r.Messages, 1)
-	require.False(t, r.More, "both partitions are leased now")
-	r, err = st.Pop(ctx, domain.PopParams{Queue: "q"})
-	require.NoError(t, err)
-	require.Empty(t, r.Messages)
-
-	// Another group has its own cursors; a pop naming a partition never
-	// says More.
-	pushN(t, st, "q", "c", 0, 1)
-	r, err = st.Pop(ctx, domain.PopParams{Queue: "q", Group: "g2", Partition: "a"})
-	require.NoError(t, err)
-	require.Len(t, r.Messages, 1)
-	require.False(t, r.More)
-	r, err = st.Pop(ctx, domain.PopParams{Queue: "q", Group: "g2", Max: 10, Partitions: 5})
-	require.NoError(t, err)
-	require.Len(t, r.Messages, 2, "b and c")
-	require.False(t, r.More, "it took every ready partition")
-
-	// A pop trimmed to its reply size leaves the rest ready: More.
-	pushN(t, st, "q", "d", 0, 5)
-	r, err = st.Pop(ctx, domain.PopParams{Queue: "q", Group: "g3", Partition: "d", Max: 5, MaxBytes: 1,
-		SizeOf: func(*domain.Message) int { return 10 }})
-	require.NoError(t, err)
-	require.Len(t, r.Messages, 1)
-	require.True(t, r.More, "the trimmed messages are ready again")
 }
