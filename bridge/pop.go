@@ -21,6 +21,10 @@ type popJob struct {
 
 	// Guarded by popper.mu while the job waits.
 	timer *time.Timer
+	// hint is a partition a wake-up named when it woke this pop (which
+	// names none): the pop tries it first, by its key, before it looks
+	// at every partition of its group.
+	hint string
 }
 
 // waitQueue holds the long-polling pops of one queue. It exists while some
@@ -129,9 +133,7 @@ func (p *popper) run(job *popJob) {
 		}
 	}
 	began := time.Now()
-	ctx, cancel := p.b.storeCtx()
-	msgs, err := p.b.st.Pop(ctx, job.req)
-	cancel()
+	msgs, err := p.pop(job)
 	if err == nil && len(msgs) == 0 && waits && time.Now().Before(job.deadline) && p.park(job, seq, began) {
 		return
 	}
@@ -145,6 +147,26 @@ func (p *popper) run(job *popJob) {
 	}
 	p.count.Add(-1)
 	p.b.finish(job.call)
+}
+
+// pop makes the store call of one try: the partition a wake-up hinted at
+// first, when the job has a hint and leases one partition, then, if that
+// found nothing, the group's ready partitions. A woken pop at light load
+// thus reads one cursor instead of all of them.
+func (p *popper) pop(job *popJob) ([]domain.Message, error) {
+	ctx, cancel := p.b.storeCtx()
+	defer cancel()
+	if hint := job.hint; hint != "" {
+		job.hint = ""
+		if job.req.Partition == "" && job.req.Partitions <= 1 {
+			req := job.req
+			req.Partition = hint
+			if msgs, err := p.b.st.Pop(ctx, req); err == nil && len(msgs) > 0 {
+				return msgs, nil
+			}
+		}
+	}
+	return p.b.st.Pop(ctx, job.req)
 }
 
 // reply sends the messages. The store leased no more than fit in one NATS
@@ -283,11 +305,12 @@ func (p *popper) wake(queue string, targets []wakeTarget, count int) {
 		}
 		return
 	}
-	// Per group, how many waiters without a partition to try; and which
-	// (group, partition) pairs were named.
+	// Per group, how many waiters without a partition to try; which
+	// (group, partition) pairs were named; and the partitions to hint at.
 	budget := map[string]int{}
 	anyGroup := 0
 	named := make(map[wakeTarget]struct{}, len(targets))
+	hints := map[string][]string{} // by group; "" for every group
 	for _, t := range targets {
 		if t.group == "" {
 			anyGroup++
@@ -295,6 +318,7 @@ func (p *popper) wake(queue string, targets []wakeTarget, count int) {
 			budget[t.group]++
 		}
 		named[t] = struct{}{}
+		hints[t.group] = append(hints[t.group], t.partition)
 	}
 	for job := range wq.waiters {
 		g, part := job.req.Group, job.req.Partition
@@ -310,6 +334,7 @@ func (p *popper) wake(queue string, targets []wakeTarget, count int) {
 			// One pop may lease several partitions: it covers that many
 			// of the named ones.
 			budget[g] -= max(job.req.Partitions, 1)
+			job.hint = nextHint(hints, g)
 			p.unparkLocked(wq, job)
 		}
 	}
@@ -320,9 +345,14 @@ func (p *popper) wake(queue string, targets []wakeTarget, count int) {
 // name (all of them when targets is nil).
 func (p *popper) wakeCountLocked(wq *waitQueue, targets []wakeTarget, count int) {
 	named := make(map[string]struct{}, len(targets))
+	var parts []string
 	for _, t := range targets {
+		if _, dup := named[t.partition]; !dup {
+			parts = append(parts, t.partition)
+		}
 		named[t.partition] = struct{}{}
 	}
+	next := map[string]int{} // per group: the next partition to hint at
 	left := map[string]int{}
 	for job := range wq.waiters {
 		if part := job.req.Partition; part != "" {
@@ -344,8 +374,23 @@ func (p *popper) wakeCountLocked(wq *waitQueue, targets []wakeTarget, count int)
 			take = protocol.DefaultPopMax
 		}
 		left[g] = budget - take
+		if len(parts) > 0 {
+			job.hint = parts[next[g]%len(parts)]
+			next[g]++
+		}
 		p.unparkLocked(wq, job)
 	}
+}
+
+// nextHint takes the next partition named for group g, or for every group.
+func nextHint(hints map[string][]string, g string) string {
+	for _, k := range []string{g, ""} {
+		if h := hints[k]; len(h) > 0 {
+			hints[k] = h[1:]
+			return h[0]
+		}
+	}
+	return ""
 }
 
 // stop makes every waiter try once more and answer, and every later try

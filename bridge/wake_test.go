@@ -181,3 +181,30 @@ func TestEmptyHint(t *testing.T) {
 	p.stopTimers()
 	p2.stopTimers()
 }
+
+// TestWakeHints: a waiter naming no partition is woken with a partition
+// the wake-up named, to try first.
+func TestWakeHints(t *testing.T) {
+	t.Parallel()
+	b := &Bridge{cfg: Config{MaxPops: 100, RetryInterval: time.Hour}}
+	p := newPopper(b)
+	park := func(group string) *popJob {
+		job := &popJob{req: domain.PopParams{Queue: "q", Group: group, Max: 1}, deadline: time.Now().Add(time.Hour)}
+		require.True(t, p.park(job, attachSeq(p, job), time.Time{}))
+		return job
+	}
+	g1, g2, h := park("g"), park("g"), park("h")
+	// A push: two partitions, two messages, for every group.
+	p.wake("q", []wakeTarget{{"", "eu"}, {"", "us"}}, 2)
+	require.ElementsMatch(t, []string{"eu", "us"}, []string{g1.hint, g2.hint}, "each of g's waiters tries another partition")
+	require.Equal(t, "eu", h.hint, "group h has its own")
+	for range 3 {
+		<-p.ch
+	}
+	// An ack that freed partition ap of group h hints at it.
+	h2 := park("h")
+	p.wake("q", []wakeTarget{{"h", "ap"}}, 0)
+	require.Equal(t, "ap", h2.hint)
+	<-p.ch
+	p.stopTimers()
+}

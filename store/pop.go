@@ -25,15 +25,31 @@ import (
 // filter.) A cursor is ready when its partition has messages past the
 // committed offset and it holds no live lease, so a group holds at most one
 // lease per partition and gets a partition's messages in offset order.
-var popSQL = fmt.Sprintf(popSQLTemplate, `p.next_offset`)
+var popSQL = fmt.Sprintf(popSQLTemplate, `p.next_offset`, anyPartition)
+
+// popPartitionSQL is popSQL for a pop that names its partition ($3): it
+// finds the one cursor by its key. One statement for both would test
+// "$3 = 0 OR c.partition_id = $3", which a generic plan cannot answer from
+// the key, so it read every cursor of the group to pop one partition.
+var popPartitionSQL = fmt.Sprintf(popSQLTemplate, `p.next_offset`, onePartition)
+
+const (
+	anyPartition = `c.queue_id = $1 AND c.group_name = $2 AND $3::bigint = 0`
+	onePartition = `c.partition_id = $3 AND c.group_name = $2 AND c.queue_id = $1`
+)
 
 // popDelayedSQL serves queues with a delay_ms: a partition's ready end is the
 // end of its newest segment older than the delay ($9 ms), found by a
 // backward index scan that stops at the first such segment.
-var popDelayedSQL = fmt.Sprintf(popSQLTemplate, `coalesce((
+var (
+	popDelayedSQL          = fmt.Sprintf(popSQLTemplate, delayedEnd, anyPartition)
+	popDelayedPartitionSQL = fmt.Sprintf(popSQLTemplate, delayedEnd, onePartition)
+)
+
+const delayedEnd = `coalesce((
         SELECT s.base_offset + s.count FROM comb_segments s
         WHERE s.partition_id = p.id AND s.created_at <= now() - $9::bigint * interval '1 millisecond'
-        ORDER BY s.base_offset DESC LIMIT 1), p.low_offset)`)
+        ORDER BY s.base_offset DESC LIMIT 1), p.low_offset)`
 
 const popSQLTemplate = `
 WITH cand AS (
@@ -41,8 +57,7 @@ WITH cand AS (
            r.next_offset, p.name
     FROM comb_cursors c JOIN comb_partitions p ON p.id = c.partition_id
     CROSS JOIN LATERAL (SELECT %s AS next_offset) r
-    WHERE c.queue_id = $1 AND c.group_name = $2
-      AND ($3::bigint = 0 OR c.partition_id = $3)
+    WHERE %s
       AND r.next_offset > greatest(c.committed, p.low_offset)
       AND (c.lease_id IS NULL OR c.lease_until < now())
     ORDER BY c.leased_at NULLS FIRST, c.partition_id
@@ -118,8 +133,13 @@ func (s *Store) Pop(ctx context.Context, req domain.PopParams) ([]domain.Message
 		return nil, err
 	}
 	sql, args := popSQL, []any{q.ID, group, pid, parts, maxN, token, req.AutoAck, leaseMS}
-	if q.Config.DelayMS > 0 {
+	switch {
+	case q.Config.DelayMS > 0 && pid != 0:
+		sql, args = popDelayedPartitionSQL, append(args, q.Config.DelayMS)
+	case q.Config.DelayMS > 0:
 		sql, args = popDelayedSQL, append(args, q.Config.DelayMS)
+	case pid != 0:
+		sql = popPartitionSQL
 	}
 	pool := s.popPool
 	if req.AutoAck {
