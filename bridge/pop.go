@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,20 +36,37 @@ type waitQueue struct {
 	seq     uint64
 	refs    int
 	waiters map[*popJob]struct{}
-	// empty remembers, per group, the last pop naming no partition that
-	// found nothing: at which wake sequence, and when its query began.
-	// While no wake-up has come since and the retry interval has not
-	// passed, another such pop of the group would find nothing too, so it
-	// parks without asking PostgreSQL. Messages that become ready without
-	// a wake-up (an expired lease) are then found at the latest one retry
-	// interval later, as a parked pop's would be.
-	empty map[string]emptyMark
+	// empty is what this bridge knows of each group's ready partitions.
+	// A pop naming no partition that found nothing leaves a mark: then
+	// no partition was ready, so until the retry interval has passed only
+	// the partitions that wake-ups named since (the candidates) can be,
+	// and a pop of the group tries those, each by its key, instead of
+	// reading every cursor of the group; with no candidate it parks
+	// without asking PostgreSQL at all. A wake-up that names no partition
+	// (seek, replay, delete, too many partitions) drops the marks, and so
+	// does one that would make a group's candidates too many. Messages
+	// that become ready without a wake-up (an expired lease) are found at
+	// the latest one retry interval later, when the mark has gone stale
+	// and a pop reads every cursor again, as a parked pop's retry would.
+	empty map[string]*emptyMark
 }
 
-// emptyMark is when a group's pop last found nothing.
+// maxCandidates bounds the partitions a group's mark collects before it is
+// cheaper to read every cursor once more.
+const maxCandidates = 4
+
+// emptyMark is when a group's pop last found nothing, and which partitions
+// wake-ups have named since.
 type emptyMark struct {
-	seq uint64
-	at  time.Time
+	at    time.Time
+	cands []string
+}
+
+// known is what attach tells a pop of its group: whether a mark holds, and
+// its candidates then.
+type known struct {
+	valid bool
+	cands []string
 }
 
 // popper runs pops on a bounded set of workers and parks long-polling
@@ -125,15 +143,24 @@ func (p *popper) worker() {
 func (p *popper) run(job *popJob) {
 	waits := !job.deadline.IsZero()
 	var seq uint64
+	var k known
 	if waits {
-		var empty bool
-		seq, empty = p.attach(job.req.Queue, job.req.Group, job.req.Partition == "")
-		if empty && time.Now().Before(job.deadline) && p.park(job, seq, time.Time{}) {
-			return
+		seq, k = p.attach(job.req.Queue, job.req.Group, job.req.Partition == "")
+		if k.valid && len(k.cands) == 0 && time.Now().Before(job.deadline) && p.park(job, seq, time.Time{}) {
+			return // nothing can be ready
 		}
 	}
+	var msgs []domain.Message
+	var err error
 	began := time.Now()
-	msgs, err := p.pop(job)
+	if k.valid && len(k.cands) > 0 && job.req.Partitions <= 1 {
+		// Only the candidates can be ready: try them by key. Finding
+		// nothing keeps the mark (no new one: no cursor was read).
+		job.hint, began = "", time.Time{}
+		msgs, err = p.popCandidates(job, seq, k.cands)
+	} else {
+		msgs, err = p.pop(job)
+	}
 	if err == nil && len(msgs) == 0 && waits && time.Now().Before(job.deadline) && p.park(job, seq, began) {
 		return
 	}
@@ -169,6 +196,63 @@ func (p *popper) pop(job *popJob) ([]domain.Message, error) {
 	return p.b.st.Pop(ctx, job.req)
 }
 
+// popCandidates tries the candidate partitions of a known-empty group in
+// turn, each by its key, and returns the first that has messages. It then
+// forgets the candidates it found empty and the one it leased, unless a
+// wake-up came since seq (which may have named them again).
+func (p *popper) popCandidates(job *popJob, seq uint64, cands []string) ([]domain.Message, error) {
+	ctx, cancel := p.b.storeCtx()
+	defer cancel()
+	var msgs []domain.Message
+	var err error
+	tried := 0
+	for _, c := range cands {
+		req := job.req
+		req.Partition = c
+		msgs, err = p.b.st.Pop(ctx, req)
+		tried++
+		if err != nil || len(msgs) > 0 {
+			break
+		}
+	}
+	if err == nil {
+		p.forgetCandidates(job.req.Queue, job.req.Group, seq, cands[:tried])
+	}
+	return msgs, err
+}
+
+// forgetCandidates drops done from group's candidates, unless a wake-up
+// came since seq.
+func (p *popper) forgetCandidates(queue, group string, seq uint64, done []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	wq := p.queues[queue]
+	m := wq.empty[group]
+	if m == nil || wq.seq != seq {
+		return
+	}
+	m.cands = slices.DeleteFunc(m.cands, func(c string) bool { return slices.Contains(done, c) })
+}
+
+// noteCandidatesLocked adds the partitions a wake-up named to the marks of
+// the groups they concern, and drops the marks it cannot keep.
+func (p *popper) noteCandidatesLocked(wq *waitQueue, targets []wakeTarget) {
+	if targets == nil {
+		clear(wq.empty)
+		return
+	}
+	for g, m := range wq.empty {
+		for _, t := range targets {
+			if (t.group == "" || t.group == g) && !slices.Contains(m.cands, t.partition) {
+				m.cands = append(m.cands, t.partition)
+			}
+		}
+		if len(m.cands) > maxCandidates {
+			delete(wq.empty, g)
+		}
+	}
+}
+
 // reply sends the messages. The store leased no more than fit in one NATS
 // message (MaxBytes), but for one message alone too large; the trimming
 // here is a second guard, should the server's max_payload have shrunk.
@@ -194,19 +278,19 @@ func (p *popper) reply(job *popJob, msgs []domain.Message) {
 // sequence as it was before the try, and whether a pop of group naming no
 // partition (anyPartition) is known to find nothing now (see
 // waitQueue.empty).
-func (p *popper) attach(queue, group string, anyPartition bool) (seq uint64, empty bool) {
+func (p *popper) attach(queue, group string, anyPartition bool) (seq uint64, k known) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	wq := p.queues[queue]
 	if wq == nil {
-		wq = &waitQueue{waiters: map[*popJob]struct{}{}, empty: map[string]emptyMark{}}
+		wq = &waitQueue{waiters: map[*popJob]struct{}{}, empty: map[string]*emptyMark{}}
 		p.queues[queue] = wq
 	}
 	wq.refs++
-	if m, ok := wq.empty[group]; anyPartition && ok {
-		empty = m.seq == wq.seq && time.Since(m.at) < p.b.cfg.RetryInterval
+	if m, ok := wq.empty[group]; anyPartition && ok && time.Since(m.at) < p.b.cfg.RetryInterval {
+		k = known{valid: true, cands: slices.Clone(m.cands)}
 	}
-	return wq.seq, empty
+	return wq.seq, k
 }
 
 // detach undoes attach, dropping the queue's entry when nobody is left.
@@ -244,7 +328,7 @@ func (p *popper) park(job *popJob, seq uint64, began time.Time) bool {
 		return true
 	}
 	if !began.IsZero() && job.req.Partition == "" {
-		wq.empty[job.req.Group] = emptyMark{seq: seq, at: began}
+		wq.empty[job.req.Group] = &emptyMark{at: began}
 	}
 	wq.waiters[job] = struct{}{}
 	p.nwait++
@@ -295,6 +379,7 @@ func (p *popper) wake(queue string, targets []wakeTarget, count int) {
 		return
 	}
 	wq.seq++
+	p.noteCandidatesLocked(wq, targets)
 	if count > 0 {
 		p.wakeCountLocked(wq, targets, count)
 		return

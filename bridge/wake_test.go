@@ -155,19 +155,19 @@ func TestEmptyHint(t *testing.T) {
 	p := newPopper(b)
 	first := &popJob{req: domain.PopParams{Queue: "q", Group: "g"}, deadline: time.Now().Add(time.Hour)}
 	seq, empty := p.attach("q", "g", true)
-	require.False(t, empty, "nothing known yet")
+	require.False(t, empty.valid, "nothing known yet")
 	require.True(t, p.park(first, seq, time.Now()))
 
 	_, empty = p.attach("q", "g", true)
-	require.True(t, empty, "same group, no wake since: known empty")
+	require.True(t, empty.valid, "same group, no wake since: known empty")
 	_, empty = p.attach("q", "h", true)
-	require.False(t, empty, "another group has its own cursors")
+	require.False(t, empty.valid, "another group has its own cursors")
 	_, empty = p.attach("q", "g", false)
-	require.False(t, empty, "a pop naming a partition always asks")
+	require.False(t, empty.valid, "a pop naming a partition always asks")
 
 	p.wake("q", nil, 0)
 	_, empty = p.attach("q", "g", true)
-	require.False(t, empty, "a wake-up ends what was known")
+	require.False(t, empty.valid, "a wake-up ends what was known")
 
 	// The retry interval bounds how long a mark holds, for messages that
 	// become ready without a wake-up (an expired lease).
@@ -177,7 +177,7 @@ func TestEmptyHint(t *testing.T) {
 	seq, _ = p2.attach("q", "g", true)
 	require.True(t, p2.park(j, seq, time.Now().Add(-time.Millisecond)))
 	_, empty = p2.attach("q", "g", true)
-	require.False(t, empty, "a mark older than the retry interval is not trusted")
+	require.False(t, empty.valid, "a mark older than the retry interval is not trusted")
 	p.stopTimers()
 	p2.stopTimers()
 }
@@ -206,5 +206,58 @@ func TestWakeHints(t *testing.T) {
 	p.wake("q", []wakeTarget{{"h", "ap"}}, 0)
 	require.Equal(t, "ap", h2.hint)
 	<-p.ch
+	p.stopTimers()
+}
+
+// TestCandidates: once a group is known empty, wake-ups naming partitions
+// make them the group's candidates instead of ending what is known; a
+// wake-up naming none, or too many, ends it.
+func TestCandidates(t *testing.T) {
+	t.Parallel()
+	b := &Bridge{cfg: Config{MaxPops: 100, RetryInterval: time.Hour}}
+	p := newPopper(b)
+	mark := func(group string) {
+		job := &popJob{req: domain.PopParams{Queue: "q", Group: group, Max: 1}, deadline: time.Now().Add(time.Hour)}
+		seq, _ := p.attach("q", group, true)
+		require.True(t, p.park(job, seq, time.Now()))
+	}
+	mark("g")
+	mark("h")
+	_, k := p.attach("q", "g", true)
+	require.True(t, k.valid)
+	require.Empty(t, k.cands)
+
+	p.wake("q", []wakeTarget{{"", "eu"}}, 1)  // a push to eu
+	p.wake("q", []wakeTarget{{"h", "us"}}, 0) // an ack of h freed us
+	seq, k := p.attach("q", "g", true)
+	require.True(t, k.valid)
+	require.Equal(t, []string{"eu"}, k.cands)
+	_, kh := p.attach("q", "h", true)
+	require.Equal(t, []string{"eu", "us"}, kh.cands)
+
+	// A pop that tried eu forgets it, unless a wake-up came meanwhile.
+	p.forgetCandidates("q", "g", seq, []string{"eu"})
+	_, k = p.attach("q", "g", true)
+	require.True(t, k.valid)
+	require.Empty(t, k.cands)
+	seq, _ = p.attach("q", "h", true)
+	p.wake("q", []wakeTarget{{"", "eu"}}, 1)
+	p.forgetCandidates("q", "h", seq, []string{"eu", "us"})
+	_, kh = p.attach("q", "h", true)
+	require.Equal(t, []string{"eu", "us"}, kh.cands, "a wake-up since: eu may be ready again")
+
+	// Too many candidates, or a wake-up that names none, end the marks.
+	p.wake("q", []wakeTarget{{"", "a"}, {"", "b"}, {"", "c"}}, 3)
+	_, kh = p.attach("q", "h", true)
+	require.False(t, kh.valid, "h had 5 candidates")
+	_, k = p.attach("q", "g", true)
+	require.True(t, k.valid)
+	require.Equal(t, []string{"eu", "a", "b", "c"}, k.cands)
+	p.wake("q", nil, 0)
+	_, k = p.attach("q", "g", true)
+	require.False(t, k.valid)
+	for len(p.ch) > 0 {
+		<-p.ch
+	}
 	p.stopTimers()
 }
