@@ -59,7 +59,14 @@ const maxCandidates = 4
 // wake-ups have named since.
 type emptyMark struct {
 	at    time.Time
-	cands []string
+	cands []candidate
+}
+
+// candidate is a partition a wake-up named, and the wake sequence it was
+// last named at.
+type candidate struct {
+	partition string
+	seq       uint64
 }
 
 // known is what attach tells a pop of its group: whether a mark holds, and
@@ -221,17 +228,18 @@ func (p *popper) popCandidates(job *popJob, seq uint64, cands []string) ([]domai
 	return msgs, err
 }
 
-// forgetCandidates drops done from group's candidates, unless a wake-up
-// came since seq.
+// forgetCandidates drops done from group's candidates, but keeps each that
+// a wake-up named again after seq: it may be ready again.
 func (p *popper) forgetCandidates(queue, group string, seq uint64, done []string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	wq := p.queues[queue]
-	m := wq.empty[group]
-	if m == nil || wq.seq != seq {
+	m := p.queues[queue].empty[group]
+	if m == nil {
 		return
 	}
-	m.cands = slices.DeleteFunc(m.cands, func(c string) bool { return slices.Contains(done, c) })
+	m.cands = slices.DeleteFunc(m.cands, func(c candidate) bool {
+		return c.seq <= seq && slices.Contains(done, c.partition)
+	})
 }
 
 // noteCandidatesLocked adds the partitions a wake-up named to the marks of
@@ -243,8 +251,14 @@ func (p *popper) noteCandidatesLocked(wq *waitQueue, targets []wakeTarget) {
 	}
 	for g, m := range wq.empty {
 		for _, t := range targets {
-			if (t.group == "" || t.group == g) && !slices.Contains(m.cands, t.partition) {
-				m.cands = append(m.cands, t.partition)
+			if t.group != "" && t.group != g {
+				continue
+			}
+			i := slices.IndexFunc(m.cands, func(c candidate) bool { return c.partition == t.partition })
+			if i < 0 {
+				m.cands = append(m.cands, candidate{t.partition, wq.seq})
+			} else {
+				m.cands[i].seq = wq.seq
 			}
 		}
 		if len(m.cands) > maxCandidates {
@@ -288,7 +302,10 @@ func (p *popper) attach(queue, group string, anyPartition bool) (seq uint64, k k
 	}
 	wq.refs++
 	if m, ok := wq.empty[group]; anyPartition && ok && time.Since(m.at) < p.b.cfg.RetryInterval {
-		k = known{valid: true, cands: slices.Clone(m.cands)}
+		k.valid = true
+		for _, c := range m.cands {
+			k.cands = append(k.cands, c.partition)
+		}
 	}
 	return wq.seq, k
 }

@@ -79,32 +79,48 @@ func collectNameIDs(rows pgx.Rows) (map[string]int64, error) {
 	return out, err
 }
 
+// createPartitions creates the missing partitions of q with a cursor for
+// every existing group, and returns the ids of names. Its statements go in
+// one round trip, and it commits without waiting for the WAL flush: the
+// push that needs the partitions commits durably after it, and flushing
+// that commit flushes this one, which comes before it in the WAL. A crash
+// in between loses only partitions no acknowledged message is in.
 func (s *Store) createPartitions(ctx context.Context, q queueRow, names []string) (map[string]int64, error) {
 	var out map[string]int64
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := lockQueue(ctx, tx, q, "FOR KEY SHARE"); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `
+	err := pgx.BeginFunc(ctx, s.popPool, func(tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		b.Queue(`SELECT 1 FROM comb_queues WHERE id = $1 FOR KEY SHARE`, q.ID)
+		b.Queue(`
 			INSERT INTO comb_partitions (queue_id, name) SELECT $1, unnest($2::text[])
-			ON CONFLICT (queue_id, name) DO NOTHING`, q.ID, names); err != nil {
-			return err
-		}
+			ON CONFLICT (queue_id, name) DO NOTHING`, q.ID, names)
 		// A partition is new to every existing group: they all start at 0.
-		if _, err := tx.Exec(ctx, `
+		b.Queue(`
 			INSERT INTO comb_cursors (partition_id, group_name, queue_id, committed)
 			SELECT p.id, g.name, p.queue_id, p.low_offset
 			FROM comb_partitions p JOIN comb_groups g ON g.queue_id = p.queue_id
 			WHERE p.queue_id = $1 AND p.name = ANY($2)
-			ON CONFLICT DO NOTHING`, q.ID, names); err != nil {
+			ON CONFLICT DO NOTHING`, q.ID, names)
+		b.Queue(`SELECT name, id FROM comb_partitions WHERE queue_id = $1 AND name = ANY($2)`, q.ID, names)
+		br := tx.SendBatch(ctx, b)
+		defer br.Close()
+		if tag, err := br.Exec(); err != nil {
 			return err
+		} else if tag.RowsAffected() == 0 {
+			return fmt.Errorf("queue %q was deleted: %w", q.Name, domain.ErrNotFound)
 		}
-		rows, err := tx.Query(ctx, `SELECT name, id FROM comb_partitions WHERE queue_id = $1 AND name = ANY($2)`, q.ID, names)
+		for range 2 {
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+		}
+		rows, err := br.Query()
 		if err != nil {
 			return err
 		}
-		out, err = collectNameIDs(rows)
-		return err
+		if out, err = collectNameIDs(rows); err != nil {
+			return err
+		}
+		return br.Close()
 	})
 	if err != nil {
 		if errors.Is(err, domain.ErrNotFound) {
