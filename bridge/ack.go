@@ -100,8 +100,9 @@ func (b *Bridge) flushAck(batch []*ackJob) {
 	// A settled ack may make messages of its partition deliverable again to
 	// its group (retry, failed) or end the lease that held the partition
 	// back from the group's other consumers: waiting pops of that group
-	// may then find something (More). An ack within its lease wakes
-	// nobody: the partition stays leased.
+	// may then find something (More). An ack within its lease, or one that
+	// ends it with nothing behind, wakes nobody: those pops would find
+	// nothing.
 	var wake wakeSet
 	for i, j := range batch {
 		out := &outs[i]

@@ -184,10 +184,9 @@ type AckResult struct {
 	OK    bool
 	Error string
 	// More is set on an OK ack that may have made messages deliverable to
-	// the group's other consumers: it ended its lease (the partition may
-	// hold messages behind it, some pushed too late for the ack to see),
-	// or it was a retry, failed or dead. An ack within its lease leaves
-	// the partition leased and wakes nobody.
+	// the group's other consumers: it ended its lease while the partition
+	// holds messages past it, or it was a retry, failed or dead. Only then
+	// is waking the group's waiting pops worth a query.
 	More bool
 }
 

@@ -21,7 +21,8 @@ import (
 // key order (so it cannot deadlock with another ack batch), moves each one's
 // committed offset past the highest acked offset inside the lease, and ends
 // the lease when that offset is the lease's last. It returns the locked
-// leases, from which the caller judges every ack.
+// leases, with the partition's next offset, from which the caller judges
+// every ack.
 const ackCompletedSQL = `
 WITH x AS (
     SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[]) AS x(pid, grp, lease, off)
@@ -47,7 +48,8 @@ WITH x AS (
     WHERE c.partition_id = agg.partition_id AND c.group_name = agg.group_name
     RETURNING c.partition_id
 )
-SELECT partition_id, group_name, lease_id, lease_from, lease_upto FROM cur`
+SELECT cur.partition_id, cur.group_name, cur.lease_id, cur.lease_from, cur.lease_upto, p.next_offset
+FROM cur JOIN comb_partitions p ON p.id = cur.partition_id`
 
 // Messages of the ack results.
 const (
@@ -63,7 +65,7 @@ type leaseKey struct {
 	lease string
 }
 
-type leaseSpan struct{ from, upto int64 }
+type leaseSpan struct{ from, upto, next int64 } // next: the partition's next offset
 
 // Ack settles the requests' acks and returns an outcome per request, in
 // order. Requests whose acks are all AckCompleted — the hot path — share
@@ -150,7 +152,7 @@ func (s *Store) Ack(ctx context.Context, reqs []domain.AckParams) ([]domain.AckO
 			}
 			var k leaseKey
 			var sp leaseSpan
-			_, err = pgx.ForEachRow(rows, []any{&k.pid, &k.group, &k.lease, &sp.from, &sp.upto}, func() error {
+			_, err = pgx.ForEachRow(rows, []any{&k.pid, &k.group, &k.lease, &sp.from, &sp.upto, &sp.next}, func() error {
 				held[k] = sp
 				return nil
 			})
@@ -211,11 +213,8 @@ func judgeAck(pid int64, held map[leaseKey]leaseSpan, k leaseKey, off int64) dom
 		return domain.AckResult{Error: fmt.Sprintf(errOutsideLeaseFm, off, sp.from, sp.upto)}
 	}
 	// An ack inside its lease leaves the partition leased; one that ends
-	// it frees the partition, which may have messages behind it: those
-	// this statement's snapshot shows, and those of a push that commits
-	// after it, whose own wake-up may have come while the lease still held
-	// the partition. So every ack that ends a lease says More.
-	return domain.AckResult{OK: true, More: off >= sp.upto}
+	// it frees the partition, worth a pop only with messages past it.
+	return domain.AckResult{OK: true, More: off >= sp.upto && sp.next > sp.upto+1}
 }
 
 // leasePartition returns the partition id a lease id names, or -1.
