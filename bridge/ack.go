@@ -3,6 +3,7 @@ package bridge
 import (
 	"cmp"
 	"errors"
+	"time"
 
 	"github.com/nats-io/nats.go/micro"
 
@@ -93,6 +94,7 @@ func (b *Bridge) flushAck(batch []*ackJob) {
 		reqs[i] = j.req
 	}
 	ctx, cancel := b.storeCtx()
+	began := time.Now()
 	outs, err := b.st.Ack(ctx, reqs)
 	cancel()
 	outs = oneEach(outs, len(batch), err, func(err error) domain.AckOutcome { return domain.AckOutcome{Err: err} })
@@ -100,9 +102,10 @@ func (b *Bridge) flushAck(batch []*ackJob) {
 	// A settled ack may make messages of its partition deliverable again to
 	// its group (retry, failed) or end the lease that held the partition
 	// back from the group's other consumers: waiting pops of that group
-	// may then find something (More). An ack within its lease, or one that
-	// ends it with nothing behind, wakes nobody: those pops would find
-	// nothing.
+	// may then find something (More), and so may one whose partition a
+	// push's wake-up named during the call (see wakeLog). An ack within
+	// its lease, or one that ends it with nothing behind, wakes nobody:
+	// those pops would find nothing.
 	var wake wakeSet
 	for i, j := range batch {
 		out := &outs[i]
@@ -116,8 +119,9 @@ func (b *Bridge) flushAck(batch []*ackJob) {
 			continue
 		}
 		for k, r := range out.Results {
-			if r.OK && r.More {
-				wake.add(j.req.Queue, j.req.Group, j.req.Acks[k].Partition)
+			part := j.req.Acks[k].Partition
+			if r.OK && (r.More || r.Freed && b.pops.log.namedSince(j.req.Queue, part, began)) {
+				wake.add(j.req.Queue, j.req.Group, part)
 			}
 		}
 	}

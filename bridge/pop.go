@@ -87,6 +87,7 @@ type popper struct {
 	b     *Bridge
 	ch    chan *popJob
 	count atomic.Int64
+	log   wakeLog // the partitions recent wake-ups named
 
 	mu       sync.Mutex
 	queues   map[string]*waitQueue
@@ -391,6 +392,16 @@ func (p *popper) expire(job *popJob) {
 func (p *popper) wake(queue string, targets []wakeTarget, count int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	// Logged whether or not this bridge has pops of the queue waiting: an
+	// ack here may free a partition that a pop on another bridge found
+	// leased.
+	now := time.Now()
+	if targets == nil {
+		p.log.add(queue, "", now)
+	}
+	for _, t := range targets {
+		p.log.add(queue, t.partition, now)
+	}
 	wq := p.queues[queue]
 	if wq == nil {
 		return

@@ -264,3 +264,27 @@ func TestCandidates(t *testing.T) {
 	}
 	p.stopTimers()
 }
+
+// TestWakeLog: an ack asks whether a wake-up named its partition during
+// its store call; a log that wrapped past the call cannot tell, so it says
+// yes.
+func TestWakeLog(t *testing.T) {
+	t.Parallel()
+	var l wakeLog
+	t0 := time.Now()
+	l.add("q", "eu", t0)
+	since := t0.Add(time.Millisecond)
+	require.False(t, l.namedSince("q", "eu", since), "before the call")
+	l.add("q", "eu", since.Add(time.Millisecond))
+	require.True(t, l.namedSince("q", "eu", since))
+	require.False(t, l.namedSince("q", "us", since))
+	require.False(t, l.namedSince("r", "eu", since))
+	l.add("r", "", since.Add(2*time.Millisecond))
+	require.True(t, l.namedSince("r", "us", since), "a wake-up for every partition")
+
+	var full wakeLog
+	for i := range wakeLogSize + 1 {
+		full.add("q", "p", since.Add(time.Duration(i+1)*time.Microsecond))
+	}
+	require.True(t, full.namedSince("q", "elsewhere", since), "wrapped past the call: maybe")
+}

@@ -185,9 +185,16 @@ type AckResult struct {
 	Error string
 	// More is set on an OK ack that may have made messages deliverable to
 	// the group's other consumers: it ended its lease while the partition
-	// holds messages past it, or it was a retry, failed or dead. Only then
-	// is waking the group's waiting pops worth a query.
+	// held messages past it (as the ack's snapshot saw), or it was a retry,
+	// failed or dead. Only then is waking the group's waiting pops worth a
+	// query.
 	More bool
+	// Freed is set on an OK ack that ended its lease. A push to the
+	// partition that committed after the ack's snapshot is not in More;
+	// its own wake-up may have come while the lease still held the
+	// partition, so whoever wakes pops must look at Freed too (see the
+	// bridge's wake log).
+	Freed bool
 }
 
 // AckOutcome is the outcome of one AckParams: a result per ack, in order,

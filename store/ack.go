@@ -214,7 +214,8 @@ func judgeAck(pid int64, held map[leaseKey]leaseSpan, k leaseKey, off int64) dom
 	}
 	// An ack inside its lease leaves the partition leased; one that ends
 	// it frees the partition, worth a pop only with messages past it.
-	return domain.AckResult{OK: true, More: off >= sp.upto && sp.next > sp.upto+1}
+	freed := off >= sp.upto
+	return domain.AckResult{OK: true, Freed: freed, More: freed && sp.next > sp.upto+1}
 }
 
 // leasePartition returns the partition id a lease id names, or -1.
@@ -299,7 +300,7 @@ func (s *Store) ackInOrder(ctx context.Context, q queueRow, group string, acks [
 				}
 				// Retry and failed make messages deliverable again; the
 				// rarer statuses wake the group's pops without asking more.
-				results[i] = domain.AckResult{OK: true, More: true}
+				results[i] = domain.AckResult{OK: true, More: true, Freed: !c.live}
 			}
 			for pid, c := range cur {
 				if !c.changed {

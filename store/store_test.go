@@ -59,15 +59,15 @@ func ackOutcome(t *testing.T, st *store.Store, r domain.AckParams) domain.AckOut
 	return outs[0]
 }
 
-// ack settles acks and returns their results with More cleared, so that
-// tests compare what settled; TestAckSaysWhenMoreIsReady pins More.
+// ack settles acks and returns their results with More and Freed cleared,
+// so that tests compare what settled; TestAckSaysWhenMoreIsReady pins them.
 func ack(t *testing.T, st *store.Store, queue, group string, acks ...domain.Ack) []domain.AckResult {
 	t.Helper()
 	out := ackOutcome(t, st, domain.AckParams{Queue: queue, Group: group, Acks: acks})
 	require.NoError(t, out.Err)
 	require.Len(t, out.Results, len(acks))
 	for i := range out.Results {
-		out.Results[i].More = false
+		out.Results[i].More, out.Results[i].Freed = false, false
 	}
 	return out.Results
 }
@@ -90,19 +90,19 @@ func TestAckSaysWhenMoreIsReady(t *testing.T) {
 	require.Len(t, ms, 2)
 	require.Equal(t, domain.AckResult{OK: true}, settle(domain.Ack{Partition: "p", Offset: 0, Lease: ms[0].Lease}),
 		"within its lease: the partition stays leased")
-	require.Equal(t, domain.AckResult{OK: true, More: true}, settle(domain.Ack{Partition: "p", Offset: 1, Lease: ms[0].Lease}),
+	require.Equal(t, domain.AckResult{OK: true, More: true, Freed: true}, settle(domain.Ack{Partition: "p", Offset: 1, Lease: ms[0].Lease}),
 		"ends the lease with offset 2 behind it")
 
 	ms, err = st.Pop(ctx, domain.PopParams{Queue: "q", Max: 2})
 	require.NoError(t, err)
 	require.Len(t, ms, 1)
-	require.Equal(t, domain.AckResult{OK: true, More: true}, settle(domain.Ack{Partition: "p", Offset: 2, Lease: ms[0].Lease, Status: domain.AckRetry}),
+	require.Equal(t, domain.AckResult{OK: true, More: true, Freed: true}, settle(domain.Ack{Partition: "p", Offset: 2, Lease: ms[0].Lease, Status: domain.AckRetry}),
 		"a retry makes the message deliverable again")
 	ms, err = st.Pop(ctx, domain.PopParams{Queue: "q"})
 	require.NoError(t, err)
 	require.Len(t, ms, 1)
-	require.Equal(t, domain.AckResult{OK: true}, settle(domain.Ack{Partition: "p", Offset: 2, Lease: ms[0].Lease}),
-		"ends the lease with nothing behind it")
+	require.Equal(t, domain.AckResult{OK: true, Freed: true}, settle(domain.Ack{Partition: "p", Offset: 2, Lease: ms[0].Lease}),
+		"ends the lease with nothing behind it that the ack saw")
 	require.Equal(t, domain.AckResult{Error: "lease expired or not held by this group"},
 		settle(domain.Ack{Partition: "p", Offset: 2, Lease: ms[0].Lease}), "a refused ack says nothing more")
 }

@@ -1,0 +1,58 @@
+package bridge
+
+import (
+	"sync"
+	"time"
+)
+
+// wakeLog remembers the partitions the latest wake-ups named, and when
+// this bridge received them, so that an ack can tell whether a push's
+// wake-up came while its own store call ran.
+//
+// The race it closes: an ack that ends a lease judges from its snapshot
+// whether messages wait behind the lease. A push to the partition that
+// commits after that snapshot is not seen, and the push's wake-up can
+// reach a waiting pop while the lease still holds the partition, so that
+// pop finds nothing and nobody looks again until the retry interval.
+// After its commit, the ack asks the log whether a wake-up named the
+// partition during the call; if one did, it wakes the group itself. A
+// wake-up received after the check came after the ack's commit, and the
+// pop it woke sees the partition free.
+type wakeLog struct {
+	mu      sync.Mutex
+	entries [wakeLogSize]wakeLogEntry
+	n       uint64 // entries ever added
+}
+
+const wakeLogSize = 4096
+
+type wakeLogEntry struct {
+	queue, partition string // partition "" means every partition
+	at               time.Time
+}
+
+// add notes that a wake-up named partition of queue ("" for all) now.
+func (l *wakeLog) add(queue, partition string, at time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.entries[l.n%wakeLogSize] = wakeLogEntry{queue, partition, at}
+	l.n++
+}
+
+// namedSince reports whether a wake-up received at or after since named
+// partition of queue, or every partition of it. When the log has wrapped
+// past since, it cannot tell, and says yes.
+func (l *wakeLog) namedSince(queue, partition string, since time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := uint64(0); i < min(l.n, wakeLogSize); i++ {
+		e := &l.entries[(l.n-1-i)%wakeLogSize]
+		if e.at.Before(since) {
+			return false
+		}
+		if e.queue == queue && (e.partition == partition || e.partition == "") {
+			return true
+		}
+	}
+	return l.n >= wakeLogSize // wrapped: older entries were lost
+}
