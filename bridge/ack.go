@@ -30,6 +30,15 @@ func oneEach[T any](outs []T, n int, err error, failed func(error) T) []T {
 	return outs
 }
 
+// ackWakes says whether an ack of partition of queue, settled by a store
+// call that began at began, should wake its group's waiting pops: when it
+// may have made messages deliverable (More), or when it freed the
+// partition and a push's wake-up named it during the call, which the ack's
+// snapshot may have missed (see wakeLog).
+func (p *popper) ackWakes(queue, partition string, r domain.AckResult, began time.Time) bool {
+	return r.OK && (r.More || r.Freed && p.log.namedSince(queue, partition, began))
+}
+
 // ackJob is one ack request waiting for an ack worker.
 type ackJob struct {
 	call *call
@@ -119,8 +128,7 @@ func (b *Bridge) flushAck(batch []*ackJob) {
 			continue
 		}
 		for k, r := range out.Results {
-			part := j.req.Acks[k].Partition
-			if r.OK && (r.More || r.Freed && b.pops.log.namedSince(j.req.Queue, part, began)) {
+			if part := j.req.Acks[k].Partition; b.pops.ackWakes(j.req.Queue, part, r, began) {
 				wake.add(j.req.Queue, j.req.Group, part)
 			}
 		}

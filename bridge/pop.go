@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"context"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -194,14 +195,27 @@ func (p *popper) pop(job *popJob) ([]domain.Message, error) {
 	if hint := job.hint; hint != "" {
 		job.hint = ""
 		if job.req.Partition == "" && job.req.Partitions <= 1 {
-			req := job.req
-			req.Partition = hint
-			if msgs, err := p.b.st.Pop(ctx, req); err == nil && len(msgs) > 0 {
+			if msgs, _, err := p.popKeyed(ctx, job, []string{hint}); err == nil && len(msgs) > 0 {
 				return msgs, nil
 			}
 		}
 	}
 	return p.b.st.Pop(ctx, job.req)
+}
+
+// popKeyed pops job's group from each of parts in turn, each by its key,
+// until one has messages or fails, and says how many it tried.
+func (p *popper) popKeyed(ctx context.Context, job *popJob, parts []string) (msgs []domain.Message, tried int, err error) {
+	for _, part := range parts {
+		req := job.req
+		req.Partition = part
+		msgs, err = p.b.st.Pop(ctx, req)
+		tried++
+		if err != nil || len(msgs) > 0 {
+			break
+		}
+	}
+	return msgs, tried, err
 }
 
 // popCandidates tries the candidate partitions of a known-empty group in
@@ -211,18 +225,7 @@ func (p *popper) pop(job *popJob) ([]domain.Message, error) {
 func (p *popper) popCandidates(job *popJob, seq uint64, cands []string) ([]domain.Message, error) {
 	ctx, cancel := p.b.storeCtx()
 	defer cancel()
-	var msgs []domain.Message
-	var err error
-	tried := 0
-	for _, c := range cands {
-		req := job.req
-		req.Partition = c
-		msgs, err = p.b.st.Pop(ctx, req)
-		tried++
-		if err != nil || len(msgs) > 0 {
-			break
-		}
-	}
+	msgs, tried, err := p.popKeyed(ctx, job, cands)
 	if err == nil {
 		p.forgetCandidates(job.req.Queue, job.req.Group, seq, cands[:tried])
 	}

@@ -288,3 +288,24 @@ func TestWakeLog(t *testing.T) {
 	}
 	require.True(t, full.namedSince("q", "elsewhere", since), "wrapped past the call: maybe")
 }
+
+// TestAckWakes: an ack wakes its group when it may have made messages
+// deliverable, or when it freed a partition that a push's wake-up named
+// while the ack's store call ran; an ack within its lease, or a freed
+// partition nobody pushed to meanwhile, wakes nobody.
+func TestAckWakes(t *testing.T) {
+	t.Parallel()
+	p := newPopper(&Bridge{cfg: Config{MaxPops: 10, RetryInterval: time.Hour}})
+	began := time.Now()
+	require.True(t, p.ackWakes("q", "eu", domain.AckResult{OK: true, More: true, Freed: true}, began))
+	require.False(t, p.ackWakes("q", "eu", domain.AckResult{OK: true}, began), "within its lease")
+	require.False(t, p.ackWakes("q", "eu", domain.AckResult{OK: true, Freed: true}, began), "freed, nothing pushed since")
+	require.False(t, p.ackWakes("q", "eu", domain.AckResult{Error: "lease expired"}, began))
+
+	p.wake("q", []wakeTarget{{"", "eu"}}, 1) // a push's wake-up during the call, no waiter here
+	require.True(t, p.ackWakes("q", "eu", domain.AckResult{OK: true, Freed: true}, began),
+		"the push may have committed after the ack's snapshot")
+	require.False(t, p.ackWakes("q", "us", domain.AckResult{OK: true, Freed: true}, began), "another partition")
+	require.False(t, p.ackWakes("q", "eu", domain.AckResult{OK: true, Freed: true}, time.Now().Add(time.Second)),
+		"a wake-up before the call: the ack's snapshot saw that push")
+}
