@@ -35,7 +35,7 @@ func oneEach[T any](outs []T, n int, err error, failed func(error) T) []T {
 // may have made messages deliverable (More), or when it freed the
 // partition and a push's wake-up named it during the call, which the ack's
 // snapshot may have missed (see wakeLog).
-func (p *popper) ackWakes(queue, partition string, r domain.AckResult, began time.Time) bool {
+func (p *popper) ackWakes(queue domain.QueueRef, partition string, r domain.AckResult, began time.Time) bool {
 	return r.OK && (r.More || r.Freed && p.log.namedSince(queue, partition, began))
 }
 
@@ -45,18 +45,18 @@ type ackJob struct {
 	req  domain.AckParams
 }
 
-func (b *Bridge) handleAck(req micro.Request) {
-	queue, err := b.queueOf(req)
+func (b *Bridge) handleAck(t *tenant, req micro.Request) {
+	queue, err := b.queueOf(t, req)
 	if err != nil {
-		b.fail(req, err)
+		b.fail(t, req, err)
 		return
 	}
 	group, acks, err := wire.DecodeAck(req.Data())
 	if err != nil {
-		b.fail(req, err)
+		b.fail(t, req, err)
 		return
 	}
-	c, ok := b.admit(req, protocol.VerbAck)
+	c, ok := b.admit(t, req, protocol.VerbAck)
 	if !ok {
 		return
 	}
@@ -107,7 +107,7 @@ func (b *Bridge) flushAck(batch []*ackJob) {
 	outs, err := b.st.Ack(ctx, reqs)
 	cancel()
 	outs = oneEach(outs, len(batch), err, func(err error) domain.AckOutcome { return domain.AckOutcome{Err: err} })
-	b.stats[protocol.VerbAck].transactions.Add(1)
+	b.ackTx.Add(1)
 	// A settled ack may make messages of its partition deliverable again to
 	// its group (retry, failed) or end the lease that held the partition
 	// back from the group's other consumers: waiting pops of that group

@@ -27,8 +27,8 @@ func (b *Bridge) adminWorker() {
 
 // submit hands work for req to the admin workers. work returns the reply
 // or an error; submit answers and accounts for the request.
-func (b *Bridge) submit(req micro.Request, verb string, work func(ctx context.Context) ([]byte, error)) {
-	c, ok := b.admit(req, verb)
+func (b *Bridge) submit(t *tenant, req micro.Request, verb string, work func(ctx context.Context) ([]byte, error)) {
+	c, ok := b.admit(t, req, verb)
 	if !ok {
 		return
 	}
@@ -52,19 +52,19 @@ func (b *Bridge) submit(req micro.Request, verb string, work func(ctx context.Co
 
 // serveAdmin answers an admin request: the queue from the subject and the
 // body by parse, each a 400 when bad, then work on the admin workers.
-func serveAdmin[T any](b *Bridge, req micro.Request, verb string, parse func([]byte) (T, error),
-	work func(ctx context.Context, queue string, in T) ([]byte, error)) {
-	queue, err := b.queueOf(req)
+func serveAdmin[T any](b *Bridge, t *tenant, req micro.Request, verb string, parse func([]byte) (T, error),
+	work func(ctx context.Context, queue domain.QueueRef, in T) ([]byte, error)) {
+	queue, err := b.queueOf(t, req)
 	if err != nil {
-		b.fail(req, err)
+		b.fail(t, req, err)
 		return
 	}
 	in, err := parse(req.Data())
 	if err != nil {
-		b.fail(req, err)
+		b.fail(t, req, err)
 		return
 	}
-	b.submit(req, verb, func(ctx context.Context) ([]byte, error) { return work(ctx, queue, in) })
+	b.submit(t, req, verb, func(ctx context.Context) ([]byte, error) { return work(ctx, queue, in) })
 }
 
 // decodeEmpty is the parse of the verbs that take no fields.
@@ -80,8 +80,8 @@ func decodeRenew(body []byte) (renewBody, error) {
 	return renewBody{leases, leaseMS}, err
 }
 
-func (b *Bridge) handleRenew(req micro.Request) {
-	serveAdmin(b, req, protocol.VerbRenew, decodeRenew, func(ctx context.Context, queue string, r renewBody) ([]byte, error) {
+func (b *Bridge) handleRenew(t *tenant, req micro.Request) {
+	serveAdmin(b, t, req, protocol.VerbRenew, decodeRenew, func(ctx context.Context, queue domain.QueueRef, r renewBody) ([]byte, error) {
 		res, err := b.st.Renew(ctx, domain.RenewParams{Queue: queue, Leases: r.leases, LeaseMS: r.leaseMS})
 		if err != nil {
 			return nil, err
@@ -93,8 +93,8 @@ func (b *Bridge) handleRenew(req micro.Request) {
 	})
 }
 
-func (b *Bridge) handleConfigure(req micro.Request) {
-	serveAdmin(b, req, protocol.VerbConfigure, wire.DecodeConfigure, func(ctx context.Context, queue string, patch domain.ConfigPatch) ([]byte, error) {
+func (b *Bridge) handleConfigure(t *tenant, req micro.Request) {
+	serveAdmin(b, t, req, protocol.VerbConfigure, wire.DecodeConfigure, func(ctx context.Context, queue domain.QueueRef, patch domain.ConfigPatch) ([]byte, error) {
 		cfg, err := b.st.Configure(ctx, queue, patch)
 		if err != nil {
 			return nil, err
@@ -103,8 +103,8 @@ func (b *Bridge) handleConfigure(req micro.Request) {
 	})
 }
 
-func (b *Bridge) handleInfo(req micro.Request) {
-	serveAdmin(b, req, protocol.VerbInfo, decodeEmpty, func(ctx context.Context, queue string, _ struct{}) ([]byte, error) {
+func (b *Bridge) handleInfo(t *tenant, req micro.Request) {
+	serveAdmin(b, t, req, protocol.VerbInfo, decodeEmpty, func(ctx context.Context, queue domain.QueueRef, _ struct{}) ([]byte, error) {
 		info, err := b.st.Info(ctx, queue)
 		if err != nil {
 			return nil, err
@@ -113,9 +113,9 @@ func (b *Bridge) handleInfo(req micro.Request) {
 	})
 }
 
-func (b *Bridge) handleList(req micro.Request) {
-	serveAdmin(b, req, protocol.VerbList, decodeEmpty, func(ctx context.Context, _ string, _ struct{}) ([]byte, error) {
-		queues, err := b.st.List(ctx)
+func (b *Bridge) handleList(t *tenant, req micro.Request) {
+	serveAdmin(b, t, req, protocol.VerbList, decodeEmpty, func(ctx context.Context, _ domain.QueueRef, _ struct{}) ([]byte, error) {
+		queues, err := b.st.List(ctx, t.name)
 		if err != nil {
 			return nil, err
 		}
@@ -123,8 +123,8 @@ func (b *Bridge) handleList(req micro.Request) {
 	})
 }
 
-func (b *Bridge) handleDelete(req micro.Request) {
-	serveAdmin(b, req, protocol.VerbDelete, decodeEmpty, func(ctx context.Context, queue string, _ struct{}) ([]byte, error) {
+func (b *Bridge) handleDelete(t *tenant, req micro.Request) {
+	serveAdmin(b, t, req, protocol.VerbDelete, decodeEmpty, func(ctx context.Context, queue domain.QueueRef, _ struct{}) ([]byte, error) {
 		if err := b.st.Delete(ctx, queue); err != nil {
 			return nil, err
 		}
@@ -134,8 +134,8 @@ func (b *Bridge) handleDelete(req micro.Request) {
 	})
 }
 
-func (b *Bridge) handleSeek(req micro.Request) {
-	serveAdmin(b, req, protocol.VerbSeek, wire.DecodeSeek, func(ctx context.Context, queue string, sk domain.SeekParams) ([]byte, error) {
+func (b *Bridge) handleSeek(t *tenant, req micro.Request) {
+	serveAdmin(b, t, req, protocol.VerbSeek, wire.DecodeSeek, func(ctx context.Context, queue domain.QueueRef, sk domain.SeekParams) ([]byte, error) {
 		sk.Queue = queue
 		n, err := b.st.Seek(ctx, sk)
 		if err != nil {
@@ -147,8 +147,8 @@ func (b *Bridge) handleSeek(req micro.Request) {
 	})
 }
 
-func (b *Bridge) handleDLQ(req micro.Request) {
-	serveAdmin(b, req, protocol.VerbDLQ, wire.DecodeDLQ, func(ctx context.Context, queue string, d wire.DLQ) ([]byte, error) {
+func (b *Bridge) handleDLQ(t *tenant, req micro.Request) {
+	serveAdmin(b, t, req, protocol.VerbDLQ, wire.DecodeDLQ, func(ctx context.Context, queue domain.QueueRef, d wire.DLQ) ([]byte, error) {
 		switch d.Op {
 		case wire.DLQReplay:
 			n, err := b.st.ReplayDeadLetters(ctx, queue, d.IDs)

@@ -187,21 +187,22 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Bridge serves the Comb protocol on a NATS connection.
+// Bridge serves the Comb protocol on NATS connections, one per tenant.
 type Bridge struct {
-	nc  *nats.Conn
-	st  *store.Store
-	cfg Config
-	log *slog.Logger
-	lim wire.Limits
+	nc      *nats.Conn // the bridge's own: wake-ups between bridges
+	tenants []*tenant
+	st      *store.Store
+	cfg     Config
+	log     *slog.Logger
+	lim     wire.Limits
 
-	wakePrefix string // "_COMB.<prefix>.wake."
+	wakePrefix       string // "_COMB.<prefix>.wake."
+	tenantWakePrefix string // "_COMB.<prefix>.twake."
 
-	mu      sync.Mutex
-	started bool
-	aborted bool // a Start failed; the bridge cannot start again
-	svc     micro.Service
-	wakeSub *nats.Subscription
+	mu       sync.Mutex
+	started  bool
+	aborted  bool // a Start failed; the bridge cannot start again
+	wakeSubs []*nats.Subscription
 
 	ctx    context.Context // store calls; cancelled by Stop after its timeout
 	cancel context.CancelFunc
@@ -209,7 +210,7 @@ type Bridge struct {
 	wg     sync.WaitGroup
 	track  tracker
 
-	stats map[string]*endpointStats
+	pushTx, ackTx atomic.Int64 // store calls of the coalescers
 
 	pushCh    chan *pushJob
 	pushBytes atomic.Int64
@@ -220,16 +221,31 @@ type Bridge struct {
 	stopDone  chan struct{}
 }
 
-// endpointStats are the bridge's own figures of one endpoint, reported in
-// the "data" of `nats micro stats`. The micro framework counts errors only
-// when a handler answers before it returns; these count the answers the
-// workers send later.
+// Tenant is one NATS account the bridge serves: the requests that arrive
+// on Conn are Name's, whatever they say, and their replies leave on it.
+type Tenant struct {
+	Name string
+	Conn *nats.Conn
+}
+
+// tenant is a served Tenant: its micro service and its figures.
+type tenant struct {
+	name    string
+	nc      *nats.Conn
+	svc     micro.Service
+	stats   map[string]*endpointStats
+	waiting atomic.Int64 // its pops long-polling on this bridge
+}
+
+// endpointStats are the bridge's own figures of one endpoint of one
+// tenant, reported in the "data" of `nats micro stats`. The micro
+// framework counts errors only when a handler answers before it returns;
+// these count the answers the workers send later.
 type endpointStats struct {
-	asyncErrors  atomic.Int64
-	overloaded   atomic.Int64
-	inFlight     atomic.Int64
-	transactions atomic.Int64 // store calls of the coalescers
-	syncErrors   atomic.Int64 // answered by the handler (micro counts these too)
+	asyncErrors atomic.Int64
+	overloaded  atomic.Int64
+	inFlight    atomic.Int64
+	syncErrors  atomic.Int64 // answered by the handler (micro counts these too)
 }
 
 // statsData is one endpoint's "data" in the micro stats.
@@ -241,12 +257,18 @@ type statsData struct {
 	Waiting      *int   `json:"waiting,omitempty"`
 }
 
-// New returns a bridge serving st on nc. Start it with Start. Set nc's
-// closed and error handlers before Start: the micro framework relies on
-// them, and handlers set later replace its own.
-func New(nc *nats.Conn, st *store.Store, cfg Config, log *slog.Logger) (*Bridge, error) {
+// New returns a bridge serving st. nc is the bridge's own connection, for
+// the wake-ups between bridges; it serves the global tenant too unless
+// tenants are given, each on a connection into its own NATS account.
+// Start it with Start. Set the connections' closed and error handlers
+// before Start: the micro framework relies on them, and handlers set
+// later replace its own.
+func New(nc *nats.Conn, st *store.Store, cfg Config, log *slog.Logger, tenants ...Tenant) (*Bridge, error) {
 	if nc == nil || st == nil {
 		return nil, errors.New("bridge: nil connection or store")
+	}
+	if len(tenants) == 0 {
+		tenants = []Tenant{{Name: "", Conn: nc}}
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -256,24 +278,33 @@ func New(nc *nats.Conn, st *store.Store, cfg Config, log *slog.Logger) (*Bridge,
 		return nil, fmt.Errorf("bridge: config: %w", err)
 	}
 	b := &Bridge{
-		nc:         nc,
-		st:         st,
-		cfg:        cfg,
-		log:        log,
-		lim:        wire.Limits{MaxMessageBytes: cfg.MaxMessageBytes, MaxRequestBytes: cfg.MaxRequestBytes},
-		wakePrefix: "_COMB." + cfg.Prefix + ".wake.",
-		quit:       make(chan struct{}),
-		stopDone:   make(chan struct{}),
-		stats:      map[string]*endpointStats{},
-		pushCh:     make(chan *pushJob, cfg.PushQueue),
-		ackCh:      make(chan *ackJob, cfg.AckQueue),
-		adminCh:    make(chan func(), cfg.AdminQueue),
+		nc:               nc,
+		st:               st,
+		cfg:              cfg,
+		log:              log,
+		lim:              wire.Limits{MaxMessageBytes: cfg.MaxMessageBytes, MaxRequestBytes: cfg.MaxRequestBytes},
+		wakePrefix:       "_COMB." + cfg.Prefix + ".wake.",
+		tenantWakePrefix: "_COMB." + cfg.Prefix + ".twake.",
+		quit:             make(chan struct{}),
+		stopDone:         make(chan struct{}),
+		pushCh:           make(chan *pushJob, cfg.PushQueue),
+		ackCh:            make(chan *ackJob, cfg.AckQueue),
+		adminCh:          make(chan func(), cfg.AdminQueue),
+	}
+	seen := map[string]bool{}
+	for _, t := range tenants {
+		if t.Conn == nil || seen[t.Name] {
+			return nil, fmt.Errorf("bridge: tenant %q: nil or repeated", t.Name)
+		}
+		seen[t.Name] = true
+		tt := &tenant{name: t.Name, nc: t.Conn, stats: map[string]*endpointStats{}}
+		for _, v := range protocol.Verbs {
+			tt.stats[v] = &endpointStats{}
+		}
+		b.tenants = append(b.tenants, tt)
 	}
 	b.track.idle = make(chan struct{})
 	b.pops = newPopper(b)
-	for _, v := range protocol.Verbs {
-		b.stats[v] = &endpointStats{}
-	}
 	return b, nil
 }
 
@@ -290,15 +321,23 @@ func (b *Bridge) Start(ctx context.Context) error {
 	}
 	b.ctx, b.cancel = context.WithCancel(context.WithoutCancel(ctx))
 
-	wakeSub, err := b.nc.Subscribe(b.wakePrefix+">", func(m *nats.Msg) {
+	onWake := func(m *nats.Msg) {
+		q, ok := b.wakeQueue(m.Subject)
+		if !ok {
+			return
+		}
 		targets, count := decodeWake(m.Data)
-		b.pops.wake(strings.TrimPrefix(m.Subject, b.wakePrefix), targets, count)
-	})
-	if err != nil {
-		b.cancel()
-		return fmt.Errorf("bridge: subscribe to wake-ups: %w", err)
+		b.pops.wake(q, targets, count)
 	}
-	b.wakeSub = wakeSub
+	for _, prefix := range []string{b.wakePrefix, b.tenantWakePrefix} {
+		sub, err := b.nc.Subscribe(prefix+">", onWake)
+		if err != nil {
+			b.unsubscribeWakes()
+			b.cancel()
+			return fmt.Errorf("bridge: subscribe to wake-ups: %w", err)
+		}
+		b.wakeSubs = append(b.wakeSubs, sub)
+	}
 
 	for range b.cfg.PushWorkers {
 		b.wg.Add(1)
@@ -317,23 +356,40 @@ func (b *Bridge) Start(ctx context.Context) error {
 		go b.adminWorker()
 	}
 
-	svc, err := micro.AddService(b.nc, micro.Config{
+	for _, t := range b.tenants {
+		if err := b.serve(ctx, t); err != nil {
+			b.stopServices()
+			b.abortStart()
+			return err
+		}
+	}
+	b.started = true
+	for _, t := range b.tenants {
+		b.log.Info("bridge started", "tenant", t.name, "prefix", b.cfg.Prefix, "queue_group", b.cfg.QueueGroup, "service_id", t.svc.Info().ID)
+	}
+	return nil
+}
+
+// serve registers t's micro service and endpoints on its connection, and
+// returns once the server has the subscriptions, so that a request sent
+// right after Start finds a responder.
+func (b *Bridge) serve(ctx context.Context, t *tenant) error {
+	svc, err := micro.AddService(t.nc, micro.Config{
 		Name:         protocol.ServiceName,
 		Version:      ServiceVersion,
 		Description:  "Comb: a partitioned message queue persisted in PostgreSQL",
 		Metadata:     map[string]string{"prefix": b.cfg.Prefix},
 		QueueGroup:   b.cfg.QueueGroup,
-		StatsHandler: b.statsHandler,
+		StatsHandler: func(e *micro.Endpoint) any { return b.statsOf(t, e.Name) },
 		ErrorHandler: func(_ micro.Service, err *micro.NATSError) {
-			b.log.Error("nats service error", "subject", err.Subject, "err", err.Description)
+			b.log.Error("nats service error", "tenant", t.name, "subject", err.Subject, "err", err.Description)
 		},
 	})
 	if err != nil {
-		b.abortStart()
 		return fmt.Errorf("bridge: add service: %w", err)
 	}
-	b.svc = svc
-	handlers := map[string]micro.HandlerFunc{
+	t.svc = svc
+	handlers := map[string]func(*tenant, micro.Request){
 		protocol.VerbPush: b.handlePush, protocol.VerbPut: b.handlePut, protocol.VerbPop: b.handlePop,
 		protocol.VerbAck: b.handleAck, protocol.VerbRenew: b.handleRenew, protocol.VerbConfigure: b.handleConfigure,
 		protocol.VerbInfo: b.handleInfo, protocol.VerbList: b.handleList, protocol.VerbDelete: b.handleDelete,
@@ -344,36 +400,50 @@ func (b *Bridge) Start(ctx context.Context) error {
 		if verb == protocol.VerbList {
 			subject = b.cfg.Prefix + "." + verb
 		}
-		err := svc.AddEndpoint(verb, handlers[verb],
+		h := handlers[verb]
+		err := svc.AddEndpoint(verb, micro.HandlerFunc(func(req micro.Request) { h(t, req) }),
 			micro.WithEndpointSubject(subject),
 			micro.WithEndpointMetadata(map[string]string{"description": descriptions[verb]}),
 			micro.WithEndpointPendingLimits(b.cfg.SubPendingMsgs, b.cfg.SubPendingBytes))
 		if err != nil {
-			_ = svc.Stop()
-			b.abortStart()
 			return fmt.Errorf("bridge: add endpoint %s: %w", verb, err)
 		}
 	}
-	// Return only once the server has the subscriptions, so a request sent
-	// right after Start finds a responder.
 	flushTimeout := 10 * time.Second
 	if d, ok := ctx.Deadline(); ok {
 		flushTimeout = time.Until(d)
 	}
-	if err := b.nc.FlushTimeout(flushTimeout); err != nil {
-		_ = svc.Stop()
-		b.abortStart()
+	if err := t.nc.FlushTimeout(flushTimeout); err != nil {
 		return fmt.Errorf("bridge: flush subscriptions: %w", err)
 	}
-	b.started = true
-	b.log.Info("bridge started", "prefix", b.cfg.Prefix, "queue_group", b.cfg.QueueGroup, "service_id", svc.Info().ID)
 	return nil
+}
+
+// stopServices stops the tenants' micro services that were added.
+func (b *Bridge) stopServices() {
+	for _, t := range b.tenants {
+		if t.svc == nil {
+			continue
+		}
+		if err := t.svc.Stop(); err != nil {
+			b.log.Warn("stop micro service", "tenant", t.name, "err", err)
+		}
+	}
+}
+
+func (b *Bridge) unsubscribeWakes() {
+	for _, s := range b.wakeSubs {
+		if err := s.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+			b.log.Warn("unsubscribe wake-ups", "err", err)
+		}
+	}
+	b.wakeSubs = nil
 }
 
 // abortStart undoes a Start that failed half way.
 func (b *Bridge) abortStart() {
 	b.aborted = true
-	_ = b.wakeSub.Unsubscribe()
+	b.unsubscribeWakes()
 	b.cancel()
 	close(b.quit)
 	b.wg.Wait()
@@ -393,18 +463,24 @@ var descriptions = map[string]string{
 	protocol.VerbSeek:      "move a consumer group's cursors to the start, the end or a time",
 }
 
-func (b *Bridge) statsHandler(e *micro.Endpoint) any {
-	s := b.stats[e.Name]
+// statsOf is the "data" of t's endpoint verb in the micro stats: t's own
+// figures, and the bridge's transactions (shared by every tenant's
+// requests, and telling nothing of any one's).
+func (b *Bridge) statsOf(t *tenant, verb string) any {
+	s := t.stats[verb]
 	if s == nil {
 		return nil
 	}
 	d := statsData{InFlight: s.inFlight.Load(), AsyncErrors: s.asyncErrors.Load(), Overloaded: s.overloaded.Load()}
-	switch e.Name {
+	switch verb {
 	case protocol.VerbPop:
-		n := b.pops.waiting()
+		n := int(t.waiting.Load())
 		d.Waiting = &n
-	case protocol.VerbPush, protocol.VerbAck: // push's count includes puts: they share the coalescer
-		n := s.transactions.Load()
+	case protocol.VerbPush: // includes puts: they share the coalescer
+		n := b.pushTx.Load()
+		d.Transactions = &n
+	case protocol.VerbAck:
+		n := b.ackTx.Load()
 		d.Transactions = &n
 	}
 	return d
@@ -430,24 +506,25 @@ func (b *Bridge) stop() {
 		return
 	}
 	// No new requests: the endpoints' subscriptions drain.
-	if err := b.svc.Stop(); err != nil {
-		b.log.Warn("stop micro service", "err", err)
-	}
-	// Requests NATS already delivered to this connection still reach the
+	b.stopServices()
+	// Requests NATS already delivered to a connection still reach the
 	// handlers. After a flush the server has processed the unsubscriptions,
 	// so every such request is queued locally; a barrier runs after each
 	// subscription has handed its queue to the handlers.
 	deadline := time.Now().Add(b.cfg.StopTimeout)
-	if !b.nc.IsClosed() {
-		if err := b.nc.FlushTimeout(time.Until(deadline)); err != nil {
-			b.log.Warn("stop: flush", "err", err)
+	for _, t := range b.tenants {
+		if t.nc.IsClosed() {
+			continue
+		}
+		if err := t.nc.FlushTimeout(time.Until(deadline)); err != nil {
+			b.log.Warn("stop: flush", "tenant", t.name, "err", err)
 		}
 		done := make(chan struct{})
-		if err := b.nc.Barrier(func() { close(done) }); err == nil {
+		if err := t.nc.Barrier(func() { close(done) }); err == nil {
 			select {
 			case <-done:
 			case <-time.After(time.Until(deadline)):
-				b.log.Warn("stop: handlers still busy at the deadline")
+				b.log.Warn("stop: handlers still busy at the deadline", "tenant", t.name)
 			}
 		}
 	}
@@ -468,9 +545,7 @@ func (b *Bridge) stop() {
 	close(b.quit)
 	b.wg.Wait()
 	b.pops.stopTimers()
-	if err := b.wakeSub.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
-		b.log.Warn("stop: unsubscribe wake-ups", "err", err)
-	}
+	b.unsubscribeWakes()
 	b.log.Info("bridge stopped")
 }
 
@@ -524,22 +599,23 @@ func (t *tracker) count() int {
 // worker must not touch the micro.Request: the framework reads it after
 // the handler returns, so the worker publishes to the reply subject itself.
 type call struct {
+	t       *tenant
 	verb    string
 	subject string
 	reply   string
 	stats   *endpointStats
 }
 
-// admit registers a request that a worker will answer. It answers and
+// admit registers a request of t that a worker will answer. It answers and
 // returns false when the bridge is stopping.
-func (b *Bridge) admit(req micro.Request, verb string) (*call, bool) {
+func (b *Bridge) admit(t *tenant, req micro.Request, verb string) (*call, bool) {
 	if !b.track.add() {
-		b.fail(req, protocol.Errorf(protocol.CodeUnavailable, "bridge stopping, retry"))
+		b.fail(t, req, protocol.Errorf(protocol.CodeUnavailable, "bridge stopping, retry"))
 		return nil, false
 	}
-	s := b.stats[verb]
+	s := t.stats[verb]
 	s.inFlight.Add(1)
-	return &call{verb: verb, subject: req.Subject(), reply: req.Reply(), stats: s}, true
+	return &call{t: t, verb: verb, subject: req.Subject(), reply: req.Reply(), stats: s}, true
 }
 
 // finish marks c answered.
@@ -552,7 +628,7 @@ func (b *Bridge) finish(c *call) {
 func (b *Bridge) overloaded(req micro.Request, c *call) {
 	c.stats.overloaded.Add(1)
 	b.finish(c)
-	b.fail(req, protocol.Errorf(protocol.CodeTooMany, "overloaded, retry later"))
+	b.fail(c.t, req, protocol.Errorf(protocol.CodeTooMany, "overloaded, retry later"))
 }
 
 // respond sends a worker's reply.
@@ -560,7 +636,7 @@ func (b *Bridge) respond(c *call, data []byte) {
 	if c.reply == "" {
 		return // a publish without a reply subject wants no answer
 	}
-	if err := b.nc.Publish(c.reply, data); err != nil {
+	if err := c.t.nc.Publish(c.reply, data); err != nil {
 		b.log.Warn("reply failed", "subject", c.subject, "bytes", len(data), "err", err)
 	}
 }
@@ -581,14 +657,14 @@ func (b *Bridge) respondError(c *call, err error) {
 		},
 		Data: wire.ErrorBody(code, msg),
 	}
-	if err := b.nc.PublishMsg(m); err != nil {
+	if err := c.t.nc.PublishMsg(m); err != nil {
 		b.log.Warn("error reply failed", "subject", c.subject, "err", err)
 	}
 }
 
-// fail answers a request from its handler with an error.
-func (b *Bridge) fail(req micro.Request, err error) {
-	if s := b.statsOf(req.Subject()); s != nil {
+// fail answers a request of t from its handler with an error.
+func (b *Bridge) fail(t *tenant, req micro.Request, err error) {
+	if s := t.endpointOf(b.cfg.Prefix, req.Subject()); s != nil {
 		s.syncErrors.Add(1)
 	}
 	code, msg := b.errorOf(req.Subject(), err)
@@ -634,14 +710,14 @@ func (b *Bridge) errorOf(subject string, err error) (int, string) {
 	return protocol.CodeInternal, "internal error, request id " + id
 }
 
-// statsOf returns the stats of the endpoint a subject belongs to.
-func (b *Bridge) statsOf(subject string) *endpointStats {
-	rest, ok := strings.CutPrefix(subject, b.cfg.Prefix+".")
+// endpointOf returns t's stats of the endpoint a subject belongs to.
+func (t *tenant) endpointOf(prefix, subject string) *endpointStats {
+	rest, ok := strings.CutPrefix(subject, prefix+".")
 	if !ok {
 		return nil
 	}
 	verb, _, _ := strings.Cut(rest, ".")
-	return b.stats[verb]
+	return t.stats[verb]
 }
 
 // headerSafe keeps a message fit for a header value: one line.
@@ -652,10 +728,10 @@ func headerSafe(s string) string {
 	return strings.NewReplacer("\r", " ", "\n", " ").Replace(s)
 }
 
-// queueOf parses the request subject for verb and returns the queue.
-func (b *Bridge) queueOf(req micro.Request) (string, error) {
+// queueOf parses the request subject and returns t's queue it names.
+func (b *Bridge) queueOf(t *tenant, req micro.Request) (domain.QueueRef, error) {
 	_, queue, err := protocol.ParseSubject(b.cfg.Prefix, req.Subject())
-	return queue, err
+	return domain.QueueRef{Tenant: t.name, Name: queue}, err
 }
 
 // storeCtx returns the context of one store call.
@@ -688,12 +764,14 @@ func (b *Bridge) Stats() Stats {
 	st := Stats{
 		InFlight:         b.track.count(),
 		Waiting:          b.pops.waiting(),
-		PushTransactions: b.stats[protocol.VerbPush].transactions.Load(),
-		AckTransactions:  b.stats[protocol.VerbAck].transactions.Load(),
+		PushTransactions: b.pushTx.Load(),
+		AckTransactions:  b.ackTx.Load(),
 	}
-	for _, s := range b.stats {
-		st.Overloaded += s.overloaded.Load()
-		st.Errors += s.asyncErrors.Load() + s.syncErrors.Load()
+	for _, t := range b.tenants {
+		for _, s := range t.stats {
+			st.Overloaded += s.overloaded.Load()
+			st.Errors += s.asyncErrors.Load() + s.syncErrors.Load()
+		}
 	}
 	return st
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/combmq/comb/bridge"
+	"github.com/combmq/comb/domain"
 	"github.com/combmq/comb/embeddednats"
 	"github.com/combmq/comb/internal/combtest"
 )
@@ -775,7 +776,7 @@ func TestStopUnderLoad(t *testing.T) {
 	close(stop)
 	wg.Wait()
 
-	qi, err := env.Store.Info(t.Context(), "load")
+	qi, err := env.Store.Info(t.Context(), domain.Global("load"))
 	require.NoError(t, err)
 	require.Equal(t, stored.Load(), qi.Messages, "every push answered stored is stored, and no other")
 	t.Logf("stored %d messages, %d pushes refused while stopping", stored.Load(), refused.Load())

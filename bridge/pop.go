@@ -91,32 +91,32 @@ type popper struct {
 	log   wakeLog // the partitions recent wake-ups named
 
 	mu       sync.Mutex
-	queues   map[string]*waitQueue
+	queues   map[domain.QueueRef]*waitQueue
 	nwait    int
 	stopping bool
 }
 
 func newPopper(b *Bridge) *popper {
-	return &popper{b: b, ch: make(chan *popJob, b.cfg.MaxPops), queues: map[string]*waitQueue{}}
+	return &popper{b: b, ch: make(chan *popJob, b.cfg.MaxPops), queues: map[domain.QueueRef]*waitQueue{}}
 }
 
-func (b *Bridge) handlePop(req micro.Request) {
+func (b *Bridge) handlePop(t *tenant, req micro.Request) {
 	if req.Reply() == "" {
 		// Nobody would receive the messages: leasing them would only hide
 		// them until the lease expired.
 		return
 	}
-	queue, err := b.queueOf(req)
+	queue, err := b.queueOf(t, req)
 	if err != nil {
-		b.fail(req, err)
+		b.fail(t, req, err)
 		return
 	}
 	p, err := wire.DecodePop(req.Data())
 	if err != nil {
-		b.fail(req, err)
+		b.fail(t, req, err)
 		return
 	}
-	c, ok := b.admit(req, protocol.VerbPop)
+	c, ok := b.admit(t, req, protocol.VerbPop)
 	if !ok {
 		return
 	}
@@ -234,7 +234,7 @@ func (p *popper) popCandidates(job *popJob, seq uint64, cands []string) ([]domai
 
 // forgetCandidates drops done from group's candidates, but keeps each that
 // a wake-up named again after seq: it may be ready again.
-func (p *popper) forgetCandidates(queue, group string, seq uint64, done []string) {
+func (p *popper) forgetCandidates(queue domain.QueueRef, group string, seq uint64, done []string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	m := p.queues[queue].empty[group]
@@ -296,7 +296,7 @@ func (p *popper) reply(job *popJob, msgs []domain.Message) {
 // sequence as it was before the try, and whether a pop of group naming no
 // partition (anyPartition) is known to find nothing now (see
 // waitQueue.empty).
-func (p *popper) attach(queue, group string, anyPartition bool) (seq uint64, k known) {
+func (p *popper) attach(queue domain.QueueRef, group string, anyPartition bool) (seq uint64, k known) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	wq := p.queues[queue]
@@ -316,13 +316,13 @@ func (p *popper) attach(queue, group string, anyPartition bool) (seq uint64, k k
 
 // detach undoes attach, dropping the queue's entry when nobody is left.
 // The lock must not be held.
-func (p *popper) detach(queue string) {
+func (p *popper) detach(queue domain.QueueRef) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.detachLocked(queue)
 }
 
-func (p *popper) detachLocked(queue string) {
+func (p *popper) detachLocked(queue domain.QueueRef) {
 	wq := p.queues[queue]
 	wq.refs--
 	if wq.refs == 0 {
@@ -353,6 +353,7 @@ func (p *popper) park(job *popJob, seq uint64, began time.Time) bool {
 	}
 	wq.waiters[job] = struct{}{}
 	p.nwait++
+	job.call.t.waiting.Add(1)
 	d := min(time.Until(job.deadline), p.b.cfg.RetryInterval)
 	job.timer = time.AfterFunc(d, func() { p.expire(job) })
 	return true
@@ -362,6 +363,7 @@ func (p *popper) park(job *popJob, seq uint64, began time.Time) bool {
 func (p *popper) unparkLocked(wq *waitQueue, job *popJob) {
 	delete(wq.waiters, job)
 	p.nwait--
+	job.call.t.waiting.Add(-1)
 	if job.timer != nil {
 		job.timer.Stop()
 		job.timer = nil
@@ -392,7 +394,7 @@ func (p *popper) expire(job *popJob) {
 // A count (messages made ready for every group; 0 when unknown) bounds the
 // waiters without a partition that are retried: per group, until their
 // pops' max adds up to the count.
-func (p *popper) wake(queue string, targets []wakeTarget, count int) {
+func (p *popper) wake(queue domain.QueueRef, targets []wakeTarget, count int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	// Logged whether or not this bridge has pops of the queue waiting: an

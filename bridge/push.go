@@ -18,39 +18,39 @@ type pushJob struct {
 	size int // request bytes, held against Config.PendingBytes until answered
 }
 
-func (b *Bridge) handlePush(req micro.Request) {
-	queue, err := b.queueOf(req)
+func (b *Bridge) handlePush(t *tenant, req micro.Request) {
+	queue, err := b.queueOf(t, req)
 	if err != nil {
-		b.fail(req, err)
+		b.fail(t, req, err)
 		return
 	}
-	if b.pushFull(req, protocol.VerbPush) {
+	if b.pushFull(t, req, protocol.VerbPush) {
 		return
 	}
 	msgs, err := wire.DecodePush(req.Data(), b.lim)
 	if err != nil {
-		b.fail(req, err)
+		b.fail(t, req, err)
 		return
 	}
-	b.enqueuePush(req, protocol.VerbPush, queue, msgs)
+	b.enqueuePush(t, req, protocol.VerbPush, queue, msgs)
 }
 
-func (b *Bridge) handlePut(req micro.Request) {
-	queue, err := b.queueOf(req)
+func (b *Bridge) handlePut(t *tenant, req micro.Request) {
+	queue, err := b.queueOf(t, req)
 	if err != nil {
-		b.fail(req, err)
+		b.fail(t, req, err)
 		return
 	}
-	if b.pushFull(req, protocol.VerbPut) {
+	if b.pushFull(t, req, protocol.VerbPut) {
 		return
 	}
 	h := req.Headers()
 	msg, err := wire.DecodePut(req.Data(), header(h, protocol.HeaderPartition), header(h, protocol.HeaderID), b.lim)
 	if err != nil {
-		b.fail(req, err)
+		b.fail(t, req, err)
 		return
 	}
-	b.enqueuePush(req, protocol.VerbPut, queue, []domain.PushMessage{msg})
+	b.enqueuePush(t, req, protocol.VerbPut, queue, []domain.PushMessage{msg})
 }
 
 // header returns a request header, matching its name exactly first and
@@ -90,12 +90,12 @@ func equalFold(a, b string) bool {
 // pushFull refuses a push at once, before the work of decoding it, when
 // the push path is already at one of its bounds. enqueuePush checks again
 // exactly; this is only a cheap early answer under overload.
-func (b *Bridge) pushFull(req micro.Request, verb string) bool {
+func (b *Bridge) pushFull(t *tenant, req micro.Request, verb string) bool {
 	if len(b.pushCh) < cap(b.pushCh) && b.pushBytes.Load()+int64(len(req.Data())) <= int64(b.cfg.PendingBytes) {
 		return false
 	}
-	b.stats[verb].overloaded.Add(1)
-	b.fail(req, protocol.Errorf(protocol.CodeTooMany, "overloaded, retry later"))
+	t.stats[verb].overloaded.Add(1)
+	b.fail(t, req, protocol.Errorf(protocol.CodeTooMany, "overloaded, retry later"))
 	return true
 }
 
@@ -122,12 +122,12 @@ func (b *Bridge) checkDeliverable(msgs []domain.PushMessage) error {
 	return nil
 }
 
-func (b *Bridge) enqueuePush(req micro.Request, verb, queue string, msgs []domain.PushMessage) {
+func (b *Bridge) enqueuePush(t *tenant, req micro.Request, verb string, queue domain.QueueRef, msgs []domain.PushMessage) {
 	if err := b.checkDeliverable(msgs); err != nil {
-		b.fail(req, err)
+		b.fail(t, req, err)
 		return
 	}
-	c, ok := b.admit(req, verb)
+	c, ok := b.admit(t, req, verb)
 	if !ok {
 		return
 	}
@@ -186,7 +186,7 @@ func (b *Bridge) flushPush(batch []*pushJob) {
 	outs, err := b.st.Push(ctx, reqs)
 	cancel()
 	outs = oneEach(outs, len(batch), err, func(err error) domain.PushOutcome { return domain.PushOutcome{Err: err} })
-	b.stats[protocol.VerbPush].transactions.Add(1)
+	b.pushTx.Add(1)
 	var wake wakeSet
 	delayed := map[time.Duration]*wakeSet{}
 	for i, j := range batch {

@@ -2,11 +2,19 @@ package bridge
 
 import (
 	"bytes"
+	"encoding/base64"
 	"strconv"
+	"strings"
+
+	"github.com/combmq/comb/domain"
 )
 
-// Wake-ups travel on "_COMB.<prefix>.wake.<queue>", so that a push on one
-// bridge wakes long-polling pops on every bridge. The body says what may
+// Wake-ups travel on "_COMB.<prefix>.wake.<queue>" for the global tenant
+// and on "_COMB.<prefix>.twake.<tenant>.<queue>" for the others, the
+// tenant in unpadded base64url (an account name may hold any character, a
+// queue name dots), so that a push on one bridge wakes long-polling pops
+// on every bridge. They run on the bridge's own connection, never in a
+// tenant's account. The body says what may
 // have become ready, one "<group>\t<partition>" line per target (names
 // hold no control characters, so tab and newline are free); an empty
 // group means every group. An empty body means anything in the queue.
@@ -28,9 +36,9 @@ type wakeTarget struct {
 
 // wakeSet gathers the wake-ups of one batch: one per queue.
 type wakeSet struct {
-	queues  []string
-	targets map[string]map[wakeTarget]struct{} // nil map: everything
-	counts  map[string]int                     // messages made ready, when known
+	queues  []domain.QueueRef
+	targets map[domain.QueueRef]map[wakeTarget]struct{} // nil map: everything
+	counts  map[domain.QueueRef]int                     // messages made ready, when known
 }
 
 // addCount notes that n more messages of queue are ready for every group.
@@ -38,17 +46,17 @@ type wakeSet struct {
 // as it takes to fill their pops' max with that many messages: at a high
 // rate a push wakes one or two pops, not every waiting consumer (most of
 // whom would find nothing, each for a store query).
-func (w *wakeSet) addCount(queue string, n int) {
+func (w *wakeSet) addCount(queue domain.QueueRef, n int) {
 	if w.counts == nil {
-		w.counts = map[string]int{}
+		w.counts = map[domain.QueueRef]int{}
 	}
 	w.counts[queue] += n
 }
 
 // add notes that partition of queue may have messages ready for group.
-func (w *wakeSet) add(queue, group, partition string) {
+func (w *wakeSet) add(queue domain.QueueRef, group, partition string) {
 	if w.targets == nil {
-		w.targets = map[string]map[wakeTarget]struct{}{}
+		w.targets = map[domain.QueueRef]map[wakeTarget]struct{}{}
 	}
 	t, seen := w.targets[queue]
 	if !seen {
@@ -63,9 +71,9 @@ func (w *wakeSet) add(queue, group, partition string) {
 }
 
 // addAll notes that anything in queue may be ready.
-func (w *wakeSet) addAll(queue string) {
+func (w *wakeSet) addAll(queue domain.QueueRef) {
 	if w.targets == nil {
-		w.targets = map[string]map[wakeTarget]struct{}{}
+		w.targets = map[domain.QueueRef]map[wakeTarget]struct{}{}
 	}
 	if _, seen := w.targets[queue]; !seen {
 		w.queues = append(w.queues, queue)
@@ -73,17 +81,43 @@ func (w *wakeSet) addAll(queue string) {
 	w.targets[queue] = nil
 }
 
+// wakeSubject is the subject of queue's wake-ups.
+func (b *Bridge) wakeSubject(q domain.QueueRef) string {
+	if q.Tenant == "" {
+		return b.wakePrefix + q.Name
+	}
+	return b.tenantWakePrefix + base64.RawURLEncoding.EncodeToString([]byte(q.Tenant)) + "." + q.Name
+}
+
+// wakeQueue is the queue of a wake-up's subject; ok is false for a subject
+// that no bridge sends.
+func (b *Bridge) wakeQueue(subject string) (q domain.QueueRef, ok bool) {
+	if name, found := strings.CutPrefix(subject, b.wakePrefix); found {
+		return domain.Global(name), name != ""
+	}
+	rest, found := strings.CutPrefix(subject, b.tenantWakePrefix)
+	if !found {
+		return q, false
+	}
+	enc, name, found := strings.Cut(rest, ".")
+	t, err := base64.RawURLEncoding.DecodeString(enc)
+	if !found || err != nil || len(t) == 0 || name == "" {
+		return q, false
+	}
+	return domain.QueueRef{Tenant: string(t), Name: name}, true
+}
+
 // publish sends the set's wake-ups.
 func (b *Bridge) publishWakes(w *wakeSet) {
 	for _, q := range w.queues {
-		if err := b.nc.Publish(b.wakePrefix+q, encodeWake(w.targets[q], w.counts[q])); err != nil {
+		if err := b.nc.Publish(b.wakeSubject(q), encodeWake(w.targets[q], w.counts[q])); err != nil {
 			b.log.Warn("publish wake-up", "queue", q, "err", err)
 		}
 	}
 }
 
 // wakeAll publishes a wake-up for anything in queue.
-func (b *Bridge) wakeAll(queue string) {
+func (b *Bridge) wakeAll(queue domain.QueueRef) {
 	var w wakeSet
 	w.addAll(queue)
 	b.publishWakes(&w)

@@ -12,23 +12,23 @@ import (
 func TestWakeCodec(t *testing.T) {
 	t.Parallel()
 	var w wakeSet
-	w.add("q", "", "eu")
-	w.add("q", "billing", "us")
-	w.add("q", "", "eu")
-	w.add("r", "g", "p")
-	w.addAll("r")
-	w.add("r", "g", "p2")
-	require.Equal(t, []string{"q", "r"}, w.queues)
+	w.add(domain.Global("q"), "", "eu")
+	w.add(domain.Global("q"), "billing", "us")
+	w.add(domain.Global("q"), "", "eu")
+	w.add(domain.Global("r"), "g", "p")
+	w.addAll(domain.Global("r"))
+	w.add(domain.Global("r"), "g", "p2")
+	require.Equal(t, []domain.QueueRef{domain.Global("q"), domain.Global("r")}, w.queues)
 
-	got, n := decodeWake(encodeWake(w.targets["q"], 0))
+	got, n := decodeWake(encodeWake(w.targets[domain.Global("q")], 0))
 	require.ElementsMatch(t, []wakeTarget{{"", "eu"}, {"billing", "us"}}, got)
 	require.Zero(t, n)
-	got, n = decodeWake(encodeWake(w.targets["q"], 300))
+	got, n = decodeWake(encodeWake(w.targets[domain.Global("q")], 300))
 	require.ElementsMatch(t, []wakeTarget{{"", "eu"}, {"billing", "us"}}, got)
 	require.Equal(t, 300, n)
-	got, _ = decodeWake(encodeWake(w.targets["r"], 0))
+	got, _ = decodeWake(encodeWake(w.targets[domain.Global("r")], 0))
 	require.Nil(t, got, "addAll wins")
-	got, n = decodeWake(encodeWake(w.targets["r"], 7))
+	got, n = decodeWake(encodeWake(w.targets[domain.Global("r")], 7))
 	require.Nil(t, got)
 	require.Equal(t, 7, n)
 	got, n = decodeWake(nil)
@@ -42,9 +42,9 @@ func TestWakeCodec(t *testing.T) {
 
 	var many wakeSet
 	for i := range maxWakeTargets + 5 {
-		many.add("q", "", string(rune('a'+i%26))+string(rune('a'+i/26)))
+		many.add(domain.Global("q"), "", string(rune('a'+i%26))+string(rune('a'+i/26)))
 	}
-	got, _ = decodeWake(encodeWake(many.targets["q"], 0))
+	got, _ = decodeWake(encodeWake(many.targets[domain.Global("q")], 0))
 	require.Nil(t, got, "too many targets: everything")
 }
 
@@ -55,7 +55,7 @@ func TestWakeTargets(t *testing.T) {
 	p := newPopper(b)
 	waiters := map[string]*popJob{}
 	park := func(name, group, partition string) {
-		job := &popJob{req: domain.PopParams{Queue: "q", Group: group, Partition: partition}, deadline: time.Now().Add(time.Hour)}
+		job := &popJob{call: testCall(), req: domain.PopParams{Queue: domain.Global("q"), Group: group, Partition: partition}, deadline: time.Now().Add(time.Hour)}
 		require.True(t, p.park(job, attachSeq(p, job), time.Time{}))
 		waiters[name] = job
 	}
@@ -85,7 +85,7 @@ func TestWakeTargets(t *testing.T) {
 
 	// A push to one partition: one waiter per group, plus those that
 	// asked for that partition.
-	p.wake("q", []wakeTarget{{"", "us"}}, 0)
+	p.wake(domain.Global("q"), []wakeTarget{{"", "us"}}, 0)
 	got := woken()
 	require.Len(t, got, 3)
 	require.Contains(t, got, "h1")
@@ -93,22 +93,22 @@ func TestWakeTargets(t *testing.T) {
 	require.Equal(t, 3, p.waiting())
 
 	// An ack of group g on partition eu: one more of g, and g-eu.
-	p.wake("q", []wakeTarget{{"g", "eu"}}, 0)
+	p.wake(domain.Global("q"), []wakeTarget{{"g", "eu"}}, 0)
 	got = woken()
 	require.Len(t, got, 2)
 	require.Contains(t, got, "g-eu")
 
 	// Another queue's wake-up touches nothing; a bare one wakes everyone.
-	p.wake("other", nil, 0)
+	p.wake(domain.Global("other"), nil, 0)
 	require.Empty(t, woken())
-	p.wake("q", nil, 0)
+	p.wake(domain.Global("q"), nil, 0)
 	require.Len(t, woken(), 1)
 	require.Zero(t, p.waiting())
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	// Woken jobs let go of the queue until their next try attaches again:
 	// a wake-up before that try needs no record, the try will see its data.
-	require.NotContains(t, p.queues, "q")
+	require.NotContains(t, p.queues, domain.Global("q"))
 }
 
 // TestWakeCountBudget: a push's wake-up that says how many messages it made
@@ -119,21 +119,21 @@ func TestWakeCountBudget(t *testing.T) {
 	p := newPopper(b)
 	for i := range 5 {
 		for _, g := range []string{"g", "h"} {
-			job := &popJob{req: domain.PopParams{Queue: "q", Group: g, Max: 100}, deadline: time.Now().Add(time.Hour)}
+			job := &popJob{call: testCall(), req: domain.PopParams{Queue: domain.Global("q"), Group: g, Max: 100}, deadline: time.Now().Add(time.Hour)}
 			require.True(t, p.park(job, attachSeq(p, job), time.Time{}), "waiter %d", i)
 		}
 	}
-	eu := &popJob{req: domain.PopParams{Queue: "q", Group: "g", Partition: "eu"}, deadline: time.Now().Add(time.Hour)}
+	eu := &popJob{call: testCall(), req: domain.PopParams{Queue: domain.Global("q"), Group: "g", Partition: "eu"}, deadline: time.Now().Add(time.Hour)}
 	require.True(t, p.park(eu, attachSeq(p, eu), time.Time{}))
 	require.Equal(t, 11, p.waiting())
 
 	// 150 messages on partitions the targets do not list (too many to
 	// name): two waiters of max 100 per group cover them, and the waiter
 	// of a named partition would come too, but eu is not named.
-	p.wake("q", []wakeTarget{{"", "us"}}, 150)
+	p.wake(domain.Global("q"), []wakeTarget{{"", "us"}}, 150)
 	require.Equal(t, 7, p.waiting(), "2 per group woken")
 	// Too many partitions to name: every partition waiter comes too.
-	p.wake("q", nil, 1)
+	p.wake(domain.Global("q"), nil, 1)
 	require.Equal(t, 4, p.waiting(), "1 per group and the eu waiter")
 	for range 7 {
 		<-p.ch
@@ -153,30 +153,30 @@ func TestEmptyHint(t *testing.T) {
 	t.Parallel()
 	b := &Bridge{cfg: Config{MaxPops: 100, RetryInterval: time.Hour}}
 	p := newPopper(b)
-	first := &popJob{req: domain.PopParams{Queue: "q", Group: "g"}, deadline: time.Now().Add(time.Hour)}
-	seq, empty := p.attach("q", "g", true)
+	first := &popJob{call: testCall(), req: domain.PopParams{Queue: domain.Global("q"), Group: "g"}, deadline: time.Now().Add(time.Hour)}
+	seq, empty := p.attach(domain.Global("q"), "g", true)
 	require.False(t, empty.valid, "nothing known yet")
 	require.True(t, p.park(first, seq, time.Now()))
 
-	_, empty = p.attach("q", "g", true)
+	_, empty = p.attach(domain.Global("q"), "g", true)
 	require.True(t, empty.valid, "same group, no wake since: known empty")
-	_, empty = p.attach("q", "h", true)
+	_, empty = p.attach(domain.Global("q"), "h", true)
 	require.False(t, empty.valid, "another group has its own cursors")
-	_, empty = p.attach("q", "g", false)
+	_, empty = p.attach(domain.Global("q"), "g", false)
 	require.False(t, empty.valid, "a pop naming a partition always asks")
 
-	p.wake("q", nil, 0)
-	_, empty = p.attach("q", "g", true)
+	p.wake(domain.Global("q"), nil, 0)
+	_, empty = p.attach(domain.Global("q"), "g", true)
 	require.False(t, empty.valid, "a wake-up ends what was known")
 
 	// The retry interval bounds how long a mark holds, for messages that
 	// become ready without a wake-up (an expired lease).
 	b2 := &Bridge{cfg: Config{MaxPops: 100, RetryInterval: time.Nanosecond}}
 	p2 := newPopper(b2)
-	j := &popJob{req: domain.PopParams{Queue: "q", Group: "g"}, deadline: time.Now().Add(time.Hour)}
-	seq, _ = p2.attach("q", "g", true)
+	j := &popJob{call: testCall(), req: domain.PopParams{Queue: domain.Global("q"), Group: "g"}, deadline: time.Now().Add(time.Hour)}
+	seq, _ = p2.attach(domain.Global("q"), "g", true)
 	require.True(t, p2.park(j, seq, time.Now().Add(-time.Millisecond)))
-	_, empty = p2.attach("q", "g", true)
+	_, empty = p2.attach(domain.Global("q"), "g", true)
 	require.False(t, empty.valid, "a mark older than the retry interval is not trusted")
 	p.stopTimers()
 	p2.stopTimers()
@@ -189,13 +189,13 @@ func TestWakeHints(t *testing.T) {
 	b := &Bridge{cfg: Config{MaxPops: 100, RetryInterval: time.Hour}}
 	p := newPopper(b)
 	park := func(group string) *popJob {
-		job := &popJob{req: domain.PopParams{Queue: "q", Group: group, Max: 1}, deadline: time.Now().Add(time.Hour)}
+		job := &popJob{call: testCall(), req: domain.PopParams{Queue: domain.Global("q"), Group: group, Max: 1}, deadline: time.Now().Add(time.Hour)}
 		require.True(t, p.park(job, attachSeq(p, job), time.Time{}))
 		return job
 	}
 	g1, g2, h := park("g"), park("g"), park("h")
 	// A push: two partitions, two messages, for every group.
-	p.wake("q", []wakeTarget{{"", "eu"}, {"", "us"}}, 2)
+	p.wake(domain.Global("q"), []wakeTarget{{"", "eu"}, {"", "us"}}, 2)
 	require.ElementsMatch(t, []string{"eu", "us"}, []string{g1.hint, g2.hint}, "each of g's waiters tries another partition")
 	require.Equal(t, "eu", h.hint, "group h has its own")
 	for range 3 {
@@ -203,7 +203,7 @@ func TestWakeHints(t *testing.T) {
 	}
 	// An ack that freed partition ap of group h hints at it.
 	h2 := park("h")
-	p.wake("q", []wakeTarget{{"h", "ap"}}, 0)
+	p.wake(domain.Global("q"), []wakeTarget{{"h", "ap"}}, 0)
 	require.Equal(t, "ap", h2.hint)
 	<-p.ch
 	p.stopTimers()
@@ -217,47 +217,47 @@ func TestCandidates(t *testing.T) {
 	b := &Bridge{cfg: Config{MaxPops: 100, RetryInterval: time.Hour}}
 	p := newPopper(b)
 	mark := func(group string) {
-		job := &popJob{req: domain.PopParams{Queue: "q", Group: group, Max: 1}, deadline: time.Now().Add(time.Hour)}
-		seq, _ := p.attach("q", group, true)
+		job := &popJob{call: testCall(), req: domain.PopParams{Queue: domain.Global("q"), Group: group, Max: 1}, deadline: time.Now().Add(time.Hour)}
+		seq, _ := p.attach(domain.Global("q"), group, true)
 		require.True(t, p.park(job, seq, time.Now()))
 	}
 	mark("g")
 	mark("h")
-	_, k := p.attach("q", "g", true)
+	_, k := p.attach(domain.Global("q"), "g", true)
 	require.True(t, k.valid)
 	require.Empty(t, k.cands)
 
-	p.wake("q", []wakeTarget{{"", "eu"}}, 1)  // a push to eu
-	p.wake("q", []wakeTarget{{"h", "us"}}, 0) // an ack of h freed us
-	seq, k := p.attach("q", "g", true)
+	p.wake(domain.Global("q"), []wakeTarget{{"", "eu"}}, 1)  // a push to eu
+	p.wake(domain.Global("q"), []wakeTarget{{"h", "us"}}, 0) // an ack of h freed us
+	seq, k := p.attach(domain.Global("q"), "g", true)
 	require.True(t, k.valid)
 	require.Equal(t, []string{"eu"}, k.cands)
-	_, kh := p.attach("q", "h", true)
+	_, kh := p.attach(domain.Global("q"), "h", true)
 	require.Equal(t, []string{"eu", "us"}, kh.cands)
 
 	// A pop that tried eu forgets it, unless a wake-up came meanwhile.
-	p.forgetCandidates("q", "g", seq, []string{"eu"})
-	_, k = p.attach("q", "g", true)
+	p.forgetCandidates(domain.Global("q"), "g", seq, []string{"eu"})
+	_, k = p.attach(domain.Global("q"), "g", true)
 	require.True(t, k.valid)
 	require.Empty(t, k.cands)
-	seq, _ = p.attach("q", "h", true)
-	p.wake("q", []wakeTarget{{"", "eu"}}, 1)
-	p.forgetCandidates("q", "h", seq, []string{"eu", "us"})
-	_, kh = p.attach("q", "h", true)
+	seq, _ = p.attach(domain.Global("q"), "h", true)
+	p.wake(domain.Global("q"), []wakeTarget{{"", "eu"}}, 1)
+	p.forgetCandidates(domain.Global("q"), "h", seq, []string{"eu", "us"})
+	_, kh = p.attach(domain.Global("q"), "h", true)
 	require.Equal(t, []string{"eu"}, kh.cands, "eu was named again since the pop began, us was not")
 
 	// Too many candidates, or a wake-up that names none, end the marks.
-	p.wake("q", []wakeTarget{{"", "a"}, {"", "b"}, {"", "c"}, {"", "d"}}, 4)
-	_, kh = p.attach("q", "h", true)
+	p.wake(domain.Global("q"), []wakeTarget{{"", "a"}, {"", "b"}, {"", "c"}, {"", "d"}}, 4)
+	_, kh = p.attach(domain.Global("q"), "h", true)
 	require.False(t, kh.valid, "h had 5 candidates")
-	_, k = p.attach("q", "g", true)
+	_, k = p.attach(domain.Global("q"), "g", true)
 	require.False(t, k.valid, "so had g")
 	mark("g")
-	p.wake("q", []wakeTarget{{"", "a"}}, 1)
-	_, k = p.attach("q", "g", true)
+	p.wake(domain.Global("q"), []wakeTarget{{"", "a"}}, 1)
+	_, k = p.attach(domain.Global("q"), "g", true)
 	require.Equal(t, []string{"a"}, k.cands)
-	p.wake("q", nil, 0)
-	_, k = p.attach("q", "g", true)
+	p.wake(domain.Global("q"), nil, 0)
+	_, k = p.attach(domain.Global("q"), "g", true)
 	require.False(t, k.valid)
 	for len(p.ch) > 0 {
 		<-p.ch
@@ -272,21 +272,21 @@ func TestWakeLog(t *testing.T) {
 	t.Parallel()
 	var l wakeLog
 	t0 := time.Now()
-	l.add("q", "eu", t0)
+	l.add(domain.Global("q"), "eu", t0)
 	since := t0.Add(time.Millisecond)
-	require.False(t, l.namedSince("q", "eu", since), "before the call")
-	l.add("q", "eu", since.Add(time.Millisecond))
-	require.True(t, l.namedSince("q", "eu", since))
-	require.False(t, l.namedSince("q", "us", since))
-	require.False(t, l.namedSince("r", "eu", since))
-	l.add("r", "", since.Add(2*time.Millisecond))
-	require.True(t, l.namedSince("r", "us", since), "a wake-up for every partition")
+	require.False(t, l.namedSince(domain.Global("q"), "eu", since), "before the call")
+	l.add(domain.Global("q"), "eu", since.Add(time.Millisecond))
+	require.True(t, l.namedSince(domain.Global("q"), "eu", since))
+	require.False(t, l.namedSince(domain.Global("q"), "us", since))
+	require.False(t, l.namedSince(domain.Global("r"), "eu", since))
+	l.add(domain.Global("r"), "", since.Add(2*time.Millisecond))
+	require.True(t, l.namedSince(domain.Global("r"), "us", since), "a wake-up for every partition")
 
 	var full wakeLog
 	for i := range wakeLogSize + 1 {
-		full.add("q", "p", since.Add(time.Duration(i+1)*time.Microsecond))
+		full.add(domain.Global("q"), "p", since.Add(time.Duration(i+1)*time.Microsecond))
 	}
-	require.True(t, full.namedSince("q", "elsewhere", since), "wrapped past the call: maybe")
+	require.True(t, full.namedSince(domain.Global("q"), "elsewhere", since), "wrapped past the call: maybe")
 }
 
 // TestAckWakes: an ack wakes its group when it may have made messages
@@ -297,15 +297,18 @@ func TestAckWakes(t *testing.T) {
 	t.Parallel()
 	p := newPopper(&Bridge{cfg: Config{MaxPops: 10, RetryInterval: time.Hour}})
 	began := time.Now()
-	require.True(t, p.ackWakes("q", "eu", domain.AckResult{OK: true, More: true, Freed: true}, began))
-	require.False(t, p.ackWakes("q", "eu", domain.AckResult{OK: true}, began), "within its lease")
-	require.False(t, p.ackWakes("q", "eu", domain.AckResult{OK: true, Freed: true}, began), "freed, nothing pushed since")
-	require.False(t, p.ackWakes("q", "eu", domain.AckResult{Error: "lease expired"}, began))
+	require.True(t, p.ackWakes(domain.Global("q"), "eu", domain.AckResult{OK: true, More: true, Freed: true}, began))
+	require.False(t, p.ackWakes(domain.Global("q"), "eu", domain.AckResult{OK: true}, began), "within its lease")
+	require.False(t, p.ackWakes(domain.Global("q"), "eu", domain.AckResult{OK: true, Freed: true}, began), "freed, nothing pushed since")
+	require.False(t, p.ackWakes(domain.Global("q"), "eu", domain.AckResult{Error: "lease expired"}, began))
 
-	p.wake("q", []wakeTarget{{"", "eu"}}, 1) // a push's wake-up during the call, no waiter here
-	require.True(t, p.ackWakes("q", "eu", domain.AckResult{OK: true, Freed: true}, began),
+	p.wake(domain.Global("q"), []wakeTarget{{"", "eu"}}, 1) // a push's wake-up during the call, no waiter here
+	require.True(t, p.ackWakes(domain.Global("q"), "eu", domain.AckResult{OK: true, Freed: true}, began),
 		"the push may have committed after the ack's snapshot")
-	require.False(t, p.ackWakes("q", "us", domain.AckResult{OK: true, Freed: true}, began), "another partition")
-	require.False(t, p.ackWakes("q", "eu", domain.AckResult{OK: true, Freed: true}, time.Now().Add(time.Second)),
+	require.False(t, p.ackWakes(domain.Global("q"), "us", domain.AckResult{OK: true, Freed: true}, began), "another partition")
+	require.False(t, p.ackWakes(domain.Global("q"), "eu", domain.AckResult{OK: true, Freed: true}, time.Now().Add(time.Second)),
 		"a wake-up before the call: the ack's snapshot saw that push")
 }
+
+// testCall is the call of a job the popper tests park: the global tenant's.
+func testCall() *call { return &call{t: &tenant{}} }

@@ -3,6 +3,8 @@ package bridge
 import (
 	"sync"
 	"time"
+
+	"github.com/combmq/comb/domain"
 )
 
 // wakeLog remembers the partitions the latest wake-ups named, and when
@@ -27,12 +29,13 @@ type wakeLog struct {
 const wakeLogSize = 4096
 
 type wakeLogEntry struct {
-	queue, partition string // partition "" means every partition
-	at               time.Time
+	queue     domain.QueueRef
+	partition string // "" means every partition
+	at        time.Time
 }
 
 // add notes that a wake-up named partition of queue ("" for all) now.
-func (l *wakeLog) add(queue, partition string, at time.Time) {
+func (l *wakeLog) add(queue domain.QueueRef, partition string, at time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.entries[l.n%wakeLogSize] = wakeLogEntry{queue, partition, at}
@@ -42,7 +45,7 @@ func (l *wakeLog) add(queue, partition string, at time.Time) {
 // namedSince reports whether a wake-up received at or after since named
 // partition of queue, or every partition of it. When the log has wrapped
 // past since, it cannot tell, and says yes.
-func (l *wakeLog) namedSince(queue, partition string, since time.Time) bool {
+func (l *wakeLog) namedSince(queue domain.QueueRef, partition string, since time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for i := uint64(0); i < min(l.n, wakeLogSize); i++ {

@@ -55,6 +55,27 @@ const (
 	EncodingBinary
 )
 
+// QueueRef names a queue: its tenant and its name within the tenant. Two
+// tenants' queues of one name are different queues. The tenant is the NATS
+// account a request arrived in, never anything the client wrote; "" is the
+// global tenant of a configuration without accounts.
+type QueueRef struct {
+	Tenant string
+	Name   string
+}
+
+// Global returns the global tenant's queue called name.
+func Global(name string) QueueRef { return QueueRef{Name: name} }
+
+// String is the queue for logs: its name, after its tenant and a slash when
+// it has one.
+func (r QueueRef) String() string {
+	if r.Tenant == "" {
+		return r.Name
+	}
+	return r.Tenant + "/" + r.Name
+}
+
 // PushMessage is one message to append.
 type PushMessage struct {
 	Partition string // never empty: the decoder fills the default
@@ -66,7 +87,7 @@ type PushMessage struct {
 // PushParams is one client's push: messages for one queue. A queue that
 // does not exist is created with DefaultQueueConfig.
 type PushParams struct {
-	Queue    string
+	Queue    QueueRef
 	Messages []PushMessage
 }
 
@@ -117,7 +138,7 @@ type Start struct {
 
 // PopParams asks for the next messages of a queue for a consumer group.
 type PopParams struct {
-	Queue      string
+	Queue      QueueRef
 	Group      string // never empty: the decoder fills the default
 	Partition  string // empty means any partition with messages ready
 	Max        int    // most messages returned, at least 1
@@ -174,7 +195,7 @@ type Ack struct {
 
 // AckParams is one client's ack: acks of one group on one queue.
 type AckParams struct {
-	Queue string
+	Queue QueueRef
 	Group string // never empty: the decoder fills the default
 	Acks  []Ack
 }
@@ -206,7 +227,7 @@ type AckOutcome struct {
 
 // RenewParams extends live leases of a queue.
 type RenewParams struct {
-	Queue   string
+	Queue   QueueRef
 	Leases  []string
 	LeaseMS int64 // 0 means the queue's lease_ms
 }
@@ -222,7 +243,7 @@ type RenewResult struct {
 // SeekParams moves a group's cursors on a queue, on every partition or on
 // one, ending their leases. The group is created if needed.
 type SeekParams struct {
-	Queue     string
+	Queue     QueueRef
 	Group     string // never empty
 	Partition string // empty means every partition
 	To        Start
@@ -230,7 +251,7 @@ type SeekParams struct {
 
 // DLQParams selects a page of a queue's dead letters, oldest first.
 type DLQParams struct {
-	Queue string
+	Queue QueueRef
 	Group string // empty means every group
 	Limit int    // at least 1
 	After string // a cursor from the previous page

@@ -23,7 +23,7 @@ import (
 const benchPartitions = 200
 
 func benchPushRequest(n int, payload []byte, seq *atomic.Int64) domain.PushParams {
-	r := domain.PushParams{Queue: "bench", Messages: make([]domain.PushMessage, n)}
+	r := domain.PushParams{Queue: domain.Global("bench"), Messages: make([]domain.PushMessage, n)}
 	base := seq.Add(int64(n))
 	for i := range r.Messages {
 		r.Messages[i] = domain.PushMessage{
@@ -78,7 +78,7 @@ func BenchmarkPopAck(b *testing.B) {
 	for range 6 {
 		wg.Go(func() {
 			for done.Load() < total {
-				ms, err := st.Pop(ctx, domain.PopParams{Queue: "bench", Max: 2000, Partitions: 4})
+				ms, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("bench"), Max: 2000, Partitions: 4})
 				if err != nil {
 					b.Error(err)
 					return
@@ -87,7 +87,7 @@ func BenchmarkPopAck(b *testing.B) {
 				for _, m := range ms {
 					last[m.Lease] = m
 				}
-				r := domain.AckParams{Queue: "bench"}
+				r := domain.AckParams{Queue: domain.Global("bench")}
 				for _, m := range last {
 					r.Acks = append(r.Acks, domain.Ack{Partition: m.Partition, Offset: m.Offset, Lease: m.Lease})
 				}

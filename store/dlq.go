@@ -86,7 +86,7 @@ func (s *Store) DeadLetters(ctx context.Context, dq domain.DLQParams) ([]domain.
 // partitions as new messages (every group sees them) and removes them from
 // the list. A crash between the push and the removal leaves a replayed
 // letter listed, never a lost one.
-func (s *Store) ReplayDeadLetters(ctx context.Context, queue string, ids []string) (int, error) {
+func (s *Store) ReplayDeadLetters(ctx context.Context, queue domain.QueueRef, ids []string) (int, error) {
 	q, err := s.queue(ctx, queue, false)
 	if err != nil {
 		return 0, err
@@ -101,7 +101,7 @@ func (s *Store) ReplayDeadLetters(ctx context.Context, queue string, ids []strin
 	if err != nil {
 		return 0, fmt.Errorf("replay: %w", classify(err))
 	}
-	req := domain.PushParams{Queue: q.Name}
+	req := domain.PushParams{Queue: q.ref()}
 	var found []int64
 	var id int64
 	var enc int16
@@ -128,7 +128,7 @@ func (s *Store) ReplayDeadLetters(ctx context.Context, queue string, ids []strin
 }
 
 // PurgeDeadLetters removes the chosen dead letters.
-func (s *Store) PurgeDeadLetters(ctx context.Context, queue string, ids []string) (int, error) {
+func (s *Store) PurgeDeadLetters(ctx context.Context, queue domain.QueueRef, ids []string) (int, error) {
 	q, err := s.queue(ctx, queue, false)
 	if err != nil {
 		return 0, err

@@ -57,7 +57,7 @@ func TestConcurrentInvariants(t *testing.T) {
 		eg.Go(func() error {
 			for i := 0; i < perProducer; {
 				n := 1 + rand.IntN(10)
-				r := domain.PushParams{Queue: "inv"}
+				r := domain.PushParams{Queue: domain.Global("inv")}
 				for j := 0; j < n && i < perProducer; j++ {
 					r.Messages = append(r.Messages, domain.PushMessage{
 						Partition: "p" + strconv.Itoa(rand.IntN(partitions)),
@@ -94,7 +94,7 @@ func TestConcurrentInvariants(t *testing.T) {
 					if err := ectx.Err(); err != nil {
 						return err
 					}
-					ms, err := st.Pop(ectx, domain.PopParams{Queue: "inv", Group: g, Max: 1 + rand.IntN(20),
+					ms, err := st.Pop(ectx, domain.PopParams{Queue: domain.Global("inv"), Group: g, Max: 1 + rand.IntN(20),
 						Partitions: 1 + rand.IntN(2), LeaseMS: 200})
 					if errorsIsNotFound(err) {
 						continue // no producer has created the queue yet
@@ -123,7 +123,7 @@ func TestConcurrentInvariants(t *testing.T) {
 						for _, m := range last {
 							acks = append(acks, domain.Ack{Partition: m.Partition, Offset: m.Offset, Lease: m.Lease})
 						}
-						outs, err := st.Ack(ectx, []domain.AckParams{{Queue: "inv", Group: g, Acks: acks}})
+						outs, err := st.Ack(ectx, []domain.AckParams{{Queue: domain.Global("inv"), Group: g, Acks: acks}})
 						if err != nil {
 							return err
 						}
@@ -147,7 +147,7 @@ func TestConcurrentInvariants(t *testing.T) {
 					for _, m := range last {
 						acks = append(acks, domain.Ack{Partition: m.Partition, Offset: m.Offset, Lease: m.Lease})
 					}
-					outs, err := st.Ack(ectx, []domain.AckParams{{Queue: "inv", Group: g, Acks: acks}})
+					outs, err := st.Ack(ectx, []domain.AckParams{{Queue: domain.Global("inv"), Group: g, Acks: acks}})
 					if err != nil {
 						return err
 					}

@@ -52,14 +52,14 @@ const sweepStep = 1000
 // once.
 func (s *Store) Sweep(ctx context.Context) (SweepStats, error) {
 	var st SweepStats
-	rows, err := s.pool.Query(ctx, `SELECT id, name, config FROM comb_queues ORDER BY id`)
+	rows, err := s.pool.Query(ctx, `SELECT id, tenant, name, config FROM comb_queues ORDER BY id`)
 	if err != nil {
 		return st, fmt.Errorf("sweep: %w", classify(err))
 	}
 	var queues []queueRow
 	var q queueRow
 	var raw []byte
-	if _, err := pgx.ForEachRow(rows, []any{&q.ID, &q.Name, &raw}, func() error {
+	if _, err := pgx.ForEachRow(rows, []any{&q.ID, &q.Tenant, &q.Name, &raw}, func() error {
 		c, err := decodeConfig(raw)
 		q.Config = c
 		queues = append(queues, q)
@@ -69,7 +69,7 @@ func (s *Store) Sweep(ctx context.Context) (SweepStats, error) {
 	}
 	for _, q := range queues {
 		if err := s.sweepQueue(ctx, q, &st); err != nil {
-			return st, fmt.Errorf("sweep %q: %w", q.Name, classify(err))
+			return st, fmt.Errorf("sweep %q: %w", q.ref(), classify(err))
 		}
 	}
 	return st, nil

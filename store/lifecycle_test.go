@@ -14,7 +14,7 @@ import (
 
 func configure(t *testing.T, st *store.Store, queue string, p domain.ConfigPatch) {
 	t.Helper()
-	_, err := st.Configure(ctxT(t), queue, p)
+	_, err := st.Configure(ctxT(t), domain.Global(queue), p)
 	require.NoError(t, err)
 }
 
@@ -22,7 +22,7 @@ func i64(v int64) *int64 { return &v }
 
 func pushIDs(t *testing.T, st *store.Store, queue string, ms ...domain.PushMessage) []domain.PushResult {
 	t.Helper()
-	out := push(t, st, domain.PushParams{Queue: queue, Messages: ms})[0]
+	out := push(t, st, domain.PushParams{Queue: domain.Global(queue), Messages: ms})[0]
 	require.NoError(t, out.Err)
 	require.Len(t, out.Results, len(ms))
 	return out.Results
@@ -53,8 +53,8 @@ func TestDedup(t *testing.T) {
 
 	// Concurrent requests coalesced into one transaction see each other.
 	outs := push(t, st,
-		domain.PushParams{Queue: "q", Messages: []domain.PushMessage{{Partition: "p", ID: "c", Data: []byte("6")}}},
-		domain.PushParams{Queue: "q", Messages: []domain.PushMessage{{Partition: "p", ID: "c", Data: []byte("7")}, {Partition: "p", ID: "b", Data: []byte("8")}}})
+		domain.PushParams{Queue: domain.Global("q"), Messages: []domain.PushMessage{{Partition: "p", ID: "c", Data: []byte("6")}}},
+		domain.PushParams{Queue: domain.Global("q"), Messages: []domain.PushMessage{{Partition: "p", ID: "c", Data: []byte("7")}, {Partition: "p", ID: "b", Data: []byte("8")}}})
 	require.NoError(t, outs[0].Err)
 	require.NoError(t, outs[1].Err)
 	require.Equal(t, []domain.PushResult{{Partition: "p", Offset: 3, Status: domain.Stored}}, outs[0].Results)
@@ -63,7 +63,7 @@ func TestDedup(t *testing.T) {
 		{Partition: "p", Offset: 1, Status: domain.Duplicate},
 	}, outs[1].Results)
 
-	ms, err := st.Pop(ctxT(t), domain.PopParams{Queue: "q", Partition: "p", Max: 10})
+	ms, err := st.Pop(ctxT(t), domain.PopParams{Queue: domain.Global("q"), Partition: "p", Max: 10})
 	require.NoError(t, err)
 	require.Equal(t, []string{"1", "2", "5", "6"}, datas(ms))
 
@@ -118,11 +118,11 @@ func TestDelay(t *testing.T) {
 	configure(t, st, "q", domain.ConfigPatch{DelayMS: i64(400)})
 	pushed := time.Now()
 	pushN(t, st, "q", "p", 0, 2)
-	ms, err := st.Pop(ctxT(t), domain.PopParams{Queue: "q", Max: 10})
+	ms, err := st.Pop(ctxT(t), domain.PopParams{Queue: domain.Global("q"), Max: 10})
 	require.NoError(t, err)
 	require.Empty(t, ms, "not deliverable before the delay")
 	require.Eventually(t, func() bool {
-		ms, err = st.Pop(ctxT(t), domain.PopParams{Queue: "q", Max: 10})
+		ms, err = st.Pop(ctxT(t), domain.PopParams{Queue: domain.Global("q"), Max: 10})
 		require.NoError(t, err)
 		return len(ms) > 0
 	}, 10*time.Second, 20*time.Millisecond)
@@ -137,20 +137,20 @@ func TestLimits(t *testing.T) {
 	configure(t, st, "q", domain.ConfigPatch{MaxMessages: i64(5), CompletedRetentionS: i64(1)})
 	pushN(t, st, "q", "p", 0, 4)
 	two := []domain.PushMessage{{Partition: dp}, {Partition: dp}}
-	over := push(t, st, domain.PushParams{Queue: "q", Messages: two})[0]
+	over := push(t, st, domain.PushParams{Queue: domain.Global("q"), Messages: two})[0]
 	require.ErrorIs(t, over.Err, domain.ErrLimit)
 	require.Nil(t, over.Results)
 	pushN(t, st, "q", "p", 4, 1)
 
 	// Consumers complete everything; retention frees the room.
-	ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", Max: 10})
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Max: 10})
 	require.NoError(t, err)
 	require.Len(t, ms, 5)
 	require.True(t, ack(t, st, "q", "", domain.Ack{Partition: "p", Offset: 4, Lease: ms[0].Lease})[0].OK)
 	require.Eventually(t, func() bool {
 		_, err := st.Sweep(ctx)
 		require.NoError(t, err)
-		again := push(t, st, domain.PushParams{Queue: "q", Messages: two})[0]
+		again := push(t, st, domain.PushParams{Queue: domain.Global("q"), Messages: two})[0]
 		if again.Err != nil {
 			require.ErrorIs(t, again.Err, domain.ErrLimit)
 			return false
@@ -161,8 +161,8 @@ func TestLimits(t *testing.T) {
 
 	configure(t, st, "bytes", domain.ConfigPatch{MaxBytes: i64(10)})
 	outs := push(t, st,
-		domain.PushParams{Queue: "bytes", Messages: []domain.PushMessage{{Partition: dp, Data: make([]byte, 10)}}},
-		domain.PushParams{Queue: "bytes", Messages: []domain.PushMessage{{Partition: dp, Data: make([]byte, 1)}}})
+		domain.PushParams{Queue: domain.Global("bytes"), Messages: []domain.PushMessage{{Partition: dp, Data: make([]byte, 10)}}},
+		domain.PushParams{Queue: domain.Global("bytes"), Messages: []domain.PushMessage{{Partition: dp, Data: make([]byte, 1)}}})
 	require.NoError(t, outs[0].Err)
 	require.Len(t, outs[0].Results, 1)
 	require.ErrorIs(t, outs[1].Err, domain.ErrLimit)
@@ -177,10 +177,10 @@ func TestRetentionWaitsForTheSlowestGroup(t *testing.T) {
 	pushN(t, st, "q", "p", 3, 3)
 	// The fast group completes everything, the slow one only the first
 	// segment.
-	fast, err := st.Pop(ctx, domain.PopParams{Queue: "q", Group: "fast", Max: 10})
+	fast, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Group: "fast", Max: 10})
 	require.NoError(t, err)
 	require.True(t, ack(t, st, "q", "fast", domain.Ack{Partition: "p", Offset: 5, Lease: fast[0].Lease})[0].OK)
-	slow, err := st.Pop(ctx, domain.PopParams{Queue: "q", Group: "slow", Max: 4})
+	slow, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Group: "slow", Max: 4})
 	require.NoError(t, err)
 	require.True(t, ack(t, st, "q", "slow", domain.Ack{Partition: "p", Offset: 3, Lease: slow[0].Lease})[0].OK)
 
@@ -198,16 +198,16 @@ func TestRetentionWaitsForTheSlowestGroup(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, s.Segments)
 
-	info, err := st.Info(ctx, "q")
+	info, err := st.Info(ctx, domain.Global("q"))
 	require.NoError(t, err)
 	require.Equal(t, int64(3), info.Messages)
 	require.Equal(t, int64(3), info.Partitions[0].LowOffset)
-	ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", Group: "slow", Max: 10})
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Group: "slow", Max: 10})
 	require.NoError(t, err)
 	require.Equal(t, []string{"4", "5"}, datas(ms))
 	// A group that never read the queue does not hold retention back
 	// (it did not exist), and starts at the oldest retained message.
-	ms, err = st.Pop(ctx, domain.PopParams{Queue: "q", Group: "late", Max: 10})
+	ms, err = st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Group: "late", Max: 10})
 	require.NoError(t, err)
 	require.Equal(t, []string{"3", "4", "5"}, datas(ms))
 }
@@ -236,7 +236,7 @@ func TestMaxAge(t *testing.T) {
 	ctx := ctxT(t)
 	configure(t, st, "q", domain.ConfigPatch{MaxAgeS: i64(1)})
 	pushN(t, st, "q", "p", 0, 3)
-	leased, err := st.Pop(ctx, domain.PopParams{Queue: "q", Max: 1, LeaseMS: 200})
+	leased, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Max: 1, LeaseMS: 200})
 	require.NoError(t, err)
 	require.Len(t, leased, 1)
 	require.Eventually(t, func() bool {
@@ -248,7 +248,7 @@ func TestMaxAge(t *testing.T) {
 	// The group's cursor was behind the deleted messages: it resumes at the
 	// oldest retained one once its lease ends.
 	require.Eventually(t, func() bool {
-		ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", Max: 10, LeaseMS: 1000})
+		ms, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Max: 10, LeaseMS: 1000})
 		require.NoError(t, err)
 		return len(ms) == 1 && string(ms[0].Data) == "3"
 	}, 10*time.Second, 100*time.Millisecond)
@@ -260,27 +260,27 @@ func TestSeek(t *testing.T) {
 	ctx := ctxT(t)
 	pushN(t, st, "q", "a", 0, 3)
 	pushN(t, st, "q", "b", 0, 2)
-	n, err := st.Seek(ctx, domain.SeekParams{Queue: "q", Group: "g", To: domain.Start{Kind: domain.StartNew}})
+	n, err := st.Seek(ctx, domain.SeekParams{Queue: domain.Global("q"), Group: "g", To: domain.Start{Kind: domain.StartNew}})
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
-	ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", Group: "g", Max: 10, Partitions: 2})
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Group: "g", Max: 10, Partitions: 2})
 	require.NoError(t, err)
 	require.Empty(t, ms)
 
-	n, err = st.Seek(ctx, domain.SeekParams{Queue: "q", Group: "g", Partition: "a", To: domain.Start{Kind: domain.StartAll}})
+	n, err = st.Seek(ctx, domain.SeekParams{Queue: domain.Global("q"), Group: "g", Partition: "a", To: domain.Start{Kind: domain.StartAll}})
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
-	ms, err = st.Pop(ctx, domain.PopParams{Queue: "q", Group: "g", Max: 10, Partitions: 2})
+	ms, err = st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Group: "g", Max: 10, Partitions: 2})
 	require.NoError(t, err)
 	require.Equal(t, []string{"0", "1", "2"}, datas(ms))
 	require.Equal(t, 1, ms[0].Attempt)
 
 	// Seeking ends the lease: the old lease's ack settles nothing.
-	_, err = st.Seek(ctx, domain.SeekParams{Queue: "q", Group: "g", To: domain.Start{Kind: domain.StartAll}})
+	_, err = st.Seek(ctx, domain.SeekParams{Queue: domain.Global("q"), Group: "g", To: domain.Start{Kind: domain.StartAll}})
 	require.NoError(t, err)
 	require.False(t, ack(t, st, "q", "g", domain.Ack{Partition: "a", Offset: 2, Lease: ms[0].Lease})[0].OK)
 
-	_, err = st.Seek(ctx, domain.SeekParams{Queue: "missing", Group: "g", To: domain.Start{Kind: domain.StartAll}})
+	_, err = st.Seek(ctx, domain.SeekParams{Queue: domain.Global("missing"), Group: "g", To: domain.Start{Kind: domain.StartAll}})
 	require.ErrorIs(t, err, domain.ErrNotFound)
 }
 
@@ -290,9 +290,9 @@ func TestDeleteRemovesDedupAndCursors(t *testing.T) {
 	ctx := ctxT(t)
 	configure(t, st, "q", domain.ConfigPatch{DedupWindowS: i64(60)})
 	pushIDs(t, st, "q", domain.PushMessage{Partition: dp, ID: "a", Data: []byte("1")})
-	_, err := st.Pop(ctx, domain.PopParams{Queue: "q"})
+	_, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("q")})
 	require.NoError(t, err)
-	require.NoError(t, st.Delete(ctx, "q"))
+	require.NoError(t, st.Delete(ctx, domain.Global("q")))
 	for _, table := range []string{"comb_dedup", "comb_cursors", "comb_segments", "comb_partitions", "comb_groups"} {
 		var n int
 		require.NoError(t, st.Pool().QueryRow(context.Background(), `SELECT count(*) FROM `+table).Scan(&n))

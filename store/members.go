@@ -124,7 +124,7 @@ func (s *Store) createPartitions(ctx context.Context, q queueRow, names []string
 	})
 	if err != nil {
 		if errors.Is(err, domain.ErrNotFound) {
-			s.forget(q.Name)
+			s.forget(q.ref())
 			return nil, err
 		}
 		return nil, fmt.Errorf("create partitions: %w", classify(err))
@@ -173,7 +173,7 @@ func (s *Store) ensureGroup(ctx context.Context, q queueRow, group string, from 
 	})
 	if err != nil {
 		if errors.Is(err, domain.ErrNotFound) {
-			s.forget(q.Name)
+			s.forget(q.ref())
 			return err
 		}
 		return fmt.Errorf("create group: %w", classify(err))

@@ -11,18 +11,18 @@ import (
 	"github.com/combmq/comb/domain"
 )
 
-// queue returns a queue by name from the cache or PostgreSQL, creating it
-// with DefaultConfig when create is set.
-func (s *Store) queue(ctx context.Context, name string, create bool) (queueRow, error) {
+// queue returns a queue from the cache or PostgreSQL, creating it with
+// DefaultConfig when create is set.
+func (s *Store) queue(ctx context.Context, ref domain.QueueRef, create bool) (queueRow, error) {
 	s.mu.Lock()
-	cq, ok := s.queues[name]
+	cq, ok := s.queues[ref]
 	s.mu.Unlock()
 	if ok && time.Since(cq.fetched) < s.ttl {
 		return cq.q, nil
 	}
-	q, err := s.loadQueue(ctx, s.pool, name)
+	q, err := s.loadQueue(ctx, s.pool, ref)
 	if errors.Is(err, domain.ErrNotFound) && create {
-		q, err = s.createQueue(ctx, name, domain.DefaultQueueConfig())
+		q, err = s.createQueue(ctx, ref, domain.DefaultQueueConfig())
 	}
 	if err != nil {
 		return queueRow{}, err
@@ -33,10 +33,10 @@ func (s *Store) queue(ctx context.Context, name string, create bool) (queueRow, 
 
 // CachedConfig returns a queue's settings as this store last read them,
 // without asking PostgreSQL; ok is false when it has not read them lately.
-func (s *Store) CachedConfig(name string) (c domain.QueueConfig, ok bool) {
+func (s *Store) CachedConfig(ref domain.QueueRef) (c domain.QueueConfig, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cq, ok := s.queues[name]
+	cq, ok := s.queues[ref]
 	if !ok || time.Since(cq.fetched) >= s.ttl {
 		return domain.QueueConfig{}, false
 	}
@@ -46,24 +46,24 @@ func (s *Store) CachedConfig(name string) (c domain.QueueConfig, ok bool) {
 func (s *Store) cacheQueue(q queueRow) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if old, ok := s.queues[q.Name]; ok && old.q.ID != q.ID {
+	if old, ok := s.queues[q.ref()]; ok && old.q.ID != q.ID {
 		s.forgetLocked(old.q)
 	}
-	s.queues[q.Name] = cachedQueue{q: q, fetched: time.Now()}
+	s.queues[q.ref()] = cachedQueue{q: q, fetched: time.Now()}
 }
 
 // forget drops every cached fact about a queue, after it was deleted here or
 // found missing.
-func (s *Store) forget(name string) {
+func (s *Store) forget(ref domain.QueueRef) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if cq, ok := s.queues[name]; ok {
+	if cq, ok := s.queues[ref]; ok {
 		s.forgetLocked(cq.q)
 	}
 }
 
 func (s *Store) forgetLocked(q queueRow) {
-	delete(s.queues, q.Name)
+	delete(s.queues, q.ref())
 	for k := range s.parts {
 		if k.queue == q.ID {
 			delete(s.parts, k)
@@ -80,13 +80,13 @@ type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-func (s *Store) loadQueue(ctx context.Context, db querier, name string) (queueRow, error) {
+func (s *Store) loadQueue(ctx context.Context, db querier, ref domain.QueueRef) (queueRow, error) {
 	var q queueRow
 	var raw []byte
-	err := db.QueryRow(ctx, `SELECT id, name, config, created_at FROM comb_queues WHERE name = $1`, name).
-		Scan(&q.ID, &q.Name, &raw, &q.CreatedAt)
+	err := db.QueryRow(ctx, `SELECT id, tenant, name, config, created_at FROM comb_queues WHERE tenant = $1 AND name = $2`,
+		ref.Tenant, ref.Name).Scan(&q.ID, &q.Tenant, &q.Name, &raw, &q.CreatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return queueRow{}, fmt.Errorf("queue %q: %w", name, domain.ErrNotFound)
+		return queueRow{}, fmt.Errorf("queue %q: %w", ref.Name, domain.ErrNotFound)
 	}
 	if err != nil {
 		return queueRow{}, fmt.Errorf("load queue: %w", classify(err))
@@ -97,37 +97,37 @@ func (s *Store) loadQueue(ctx context.Context, db querier, name string) (queueRo
 	return q, nil
 }
 
-func (s *Store) createQueue(ctx context.Context, name string, c domain.QueueConfig) (queueRow, error) {
+func (s *Store) createQueue(ctx context.Context, ref domain.QueueRef, c domain.QueueConfig) (queueRow, error) {
 	raw := encodeConfig(c)
 	// ON CONFLICT DO UPDATE (a no-op) returns the row a concurrent creator
 	// won with, so two bridges creating one queue agree on its id.
 	var q queueRow
 	err := s.pool.QueryRow(ctx, `
-		INSERT INTO comb_queues (name, config) VALUES ($1, $2)
-		ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name
-		RETURNING id, name, config, created_at`, name, raw).Scan(&q.ID, &q.Name, &raw, &q.CreatedAt)
+		INSERT INTO comb_queues (tenant, name, config) VALUES ($1, $2, $3)
+		ON CONFLICT (tenant, name) DO UPDATE SET name = EXCLUDED.name
+		RETURNING id, tenant, name, config, created_at`, ref.Tenant, ref.Name, raw).Scan(&q.ID, &q.Tenant, &q.Name, &raw, &q.CreatedAt)
 	if err != nil {
 		return queueRow{}, fmt.Errorf("create queue: %w", classify(err))
 	}
 	if q.Config, err = decodeConfig(raw); err != nil {
 		return queueRow{}, err
 	}
-	s.log.Info("created queue", "queue", name)
+	s.log.Info("created queue", "queue", ref)
 	return q, nil
 }
 
 // Configure creates the queue if needed, merges patch into its settings and
 // returns them. An out-of-range value is an domain.ErrInvalid naming the field.
-func (s *Store) Configure(ctx context.Context, name string, patch domain.ConfigPatch) (domain.QueueConfig, error) {
+func (s *Store) Configure(ctx context.Context, ref domain.QueueRef, patch domain.ConfigPatch) (domain.QueueConfig, error) {
 	var out queueRow
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO comb_queues (name, config) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING`,
-			name, encodeConfig(domain.DefaultQueueConfig())); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO comb_queues (tenant, name, config) VALUES ($1, $2, $3) ON CONFLICT (tenant, name) DO NOTHING`,
+			ref.Tenant, ref.Name, encodeConfig(domain.DefaultQueueConfig())); err != nil {
 			return err
 		}
 		var raw []byte
-		if err := tx.QueryRow(ctx, `SELECT id, name, config, created_at FROM comb_queues WHERE name = $1 FOR UPDATE`, name).
-			Scan(&out.ID, &out.Name, &raw, &out.CreatedAt); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT id, tenant, name, config, created_at FROM comb_queues WHERE tenant = $1 AND name = $2 FOR UPDATE`,
+			ref.Tenant, ref.Name).Scan(&out.ID, &out.Tenant, &out.Name, &raw, &out.CreatedAt); err != nil {
 			return err
 		}
 		cur, err := decodeConfig(raw)
@@ -144,15 +144,15 @@ func (s *Store) Configure(ctx context.Context, name string, patch domain.ConfigP
 		if errors.Is(err, domain.ErrInvalid) {
 			return domain.QueueConfig{}, err
 		}
-		return domain.QueueConfig{}, fmt.Errorf("configure %q: %w", name, classify(err))
+		return domain.QueueConfig{}, fmt.Errorf("configure %q: %w", ref.Name, classify(err))
 	}
 	s.cacheQueue(out)
 	return out.Config, nil
 }
 
 // Info returns a queue's settings and figures, or domain.ErrNotFound.
-func (s *Store) Info(ctx context.Context, name string) (domain.Info, error) {
-	q, err := s.loadQueue(ctx, s.pool, name)
+func (s *Store) Info(ctx context.Context, ref domain.QueueRef) (domain.Info, error) {
+	q, err := s.loadQueue(ctx, s.pool, ref)
 	if err != nil {
 		return domain.Info{}, err
 	}
@@ -205,8 +205,8 @@ func (s *Store) Info(ctx context.Context, name string) (domain.Info, error) {
 	return info, nil
 }
 
-// List returns every queue, ordered by name.
-func (s *Store) List(ctx context.Context) ([]domain.QueueSummary, error) {
+// List returns every queue of a tenant, ordered by name.
+func (s *Store) List(ctx context.Context, tenant string) ([]domain.QueueSummary, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT q.name,
 		       (SELECT count(*) FROM comb_partitions p WHERE p.queue_id = q.id),
@@ -217,7 +217,7 @@ func (s *Store) List(ctx context.Context) ([]domain.QueueSummary, error) {
 		            SELECT sum(p.next_offset - greatest(c.committed, p.low_offset)) AS pending
 		            FROM comb_cursors c JOIN comb_partitions p ON p.id = c.partition_id
 		            WHERE c.queue_id = q.id GROUP BY c.group_name) g)
-		FROM comb_queues q ORDER BY q.name`)
+		FROM comb_queues q WHERE q.tenant = $1 ORDER BY q.name`, tenant)
 	if err != nil {
 		return nil, fmt.Errorf("list: %w", classify(err))
 	}
@@ -236,12 +236,12 @@ func (s *Store) List(ctx context.Context) ([]domain.QueueSummary, error) {
 }
 
 // Delete removes a queue and all its data, or returns domain.ErrNotFound.
-func (s *Store) Delete(ctx context.Context, name string) error {
+func (s *Store) Delete(ctx context.Context, ref domain.QueueRef) error {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var id int64
-		err := tx.QueryRow(ctx, `SELECT id FROM comb_queues WHERE name = $1 FOR UPDATE`, name).Scan(&id)
+		err := tx.QueryRow(ctx, `SELECT id FROM comb_queues WHERE tenant = $1 AND name = $2 FOR UPDATE`, ref.Tenant, ref.Name).Scan(&id)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("queue %q: %w", name, domain.ErrNotFound)
+			return fmt.Errorf("queue %q: %w", ref.Name, domain.ErrNotFound)
 		}
 		if err != nil {
 			return err
@@ -260,13 +260,13 @@ func (s *Store) Delete(ctx context.Context, name string) error {
 		_, err = tx.Exec(ctx, `DELETE FROM comb_queues WHERE id = $1`, id)
 		return err
 	})
-	s.forget(name)
+	s.forget(ref)
 	if err != nil {
 		if errors.Is(err, domain.ErrNotFound) {
 			return err
 		}
-		return fmt.Errorf("delete %q: %w", name, classify(err))
+		return fmt.Errorf("delete %q: %w", ref.Name, classify(err))
 	}
-	s.log.Info("deleted queue", "queue", name)
+	s.log.Info("deleted queue", "queue", ref)
 	return nil
 }

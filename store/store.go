@@ -60,9 +60,9 @@ type Store struct {
 	ttl     time.Duration
 
 	mu     sync.Mutex
-	queues map[string]cachedQueue // by name
-	parts  map[partKey]int64      // partition id by (queue id, name)
-	groups map[groupKey]struct{}  // groups known to exist
+	queues map[domain.QueueRef]cachedQueue
+	parts  map[partKey]int64     // partition id by (queue id, name)
+	groups map[groupKey]struct{} // groups known to exist
 }
 
 type cachedQueue struct {
@@ -123,7 +123,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		popPool: popPool,
 		log:     log,
 		ttl:     ttl,
-		queues:  map[string]cachedQueue{},
+		queues:  map[domain.QueueRef]cachedQueue{},
 		parts:   map[partKey]int64{},
 		groups:  map[groupKey]struct{}{},
 	}, nil

@@ -34,7 +34,7 @@ func push(t *testing.T, st *store.Store, reqs ...domain.PushParams) []domain.Pus
 // request and returns their offsets.
 func pushN(t *testing.T, st *store.Store, queue, partition string, from, n int) []int64 {
 	t.Helper()
-	r := domain.PushParams{Queue: queue}
+	r := domain.PushParams{Queue: domain.Global(queue)}
 	for i := from; i < from+n; i++ {
 		r.Messages = append(r.Messages, domain.PushMessage{Partition: partition, Data: []byte(strconv.Itoa(i)), Encoding: domain.EncodingJSON})
 	}
@@ -63,7 +63,7 @@ func ackOutcome(t *testing.T, st *store.Store, r domain.AckParams) domain.AckOut
 // so that tests compare what settled; TestAckSaysWhenMoreIsReady pins them.
 func ack(t *testing.T, st *store.Store, queue, group string, acks ...domain.Ack) []domain.AckResult {
 	t.Helper()
-	out := ackOutcome(t, st, domain.AckParams{Queue: queue, Group: group, Acks: acks})
+	out := ackOutcome(t, st, domain.AckParams{Queue: domain.Global(queue), Group: group, Acks: acks})
 	require.NoError(t, out.Err)
 	require.Len(t, out.Results, len(acks))
 	for i := range out.Results {
@@ -81,11 +81,11 @@ func TestAckSaysWhenMoreIsReady(t *testing.T) {
 	ctx := ctxT(t)
 	pushN(t, st, "q", "p", 0, 3)
 	settle := func(a domain.Ack) domain.AckResult {
-		out := ackOutcome(t, st, domain.AckParams{Queue: "q", Acks: []domain.Ack{a}})
+		out := ackOutcome(t, st, domain.AckParams{Queue: domain.Global("q"), Acks: []domain.Ack{a}})
 		require.NoError(t, out.Err)
 		return out.Results[0]
 	}
-	ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", Max: 2})
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Max: 2})
 	require.NoError(t, err)
 	require.Len(t, ms, 2)
 	require.Equal(t, domain.AckResult{OK: true}, settle(domain.Ack{Partition: "p", Offset: 0, Lease: ms[0].Lease}),
@@ -93,12 +93,12 @@ func TestAckSaysWhenMoreIsReady(t *testing.T) {
 	require.Equal(t, domain.AckResult{OK: true, More: true, Freed: true}, settle(domain.Ack{Partition: "p", Offset: 1, Lease: ms[0].Lease}),
 		"ends the lease with offset 2 behind it")
 
-	ms, err = st.Pop(ctx, domain.PopParams{Queue: "q", Max: 2})
+	ms, err = st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Max: 2})
 	require.NoError(t, err)
 	require.Len(t, ms, 1)
 	require.Equal(t, domain.AckResult{OK: true, More: true, Freed: true}, settle(domain.Ack{Partition: "p", Offset: 2, Lease: ms[0].Lease, Status: domain.AckRetry}),
 		"a retry makes the message deliverable again")
-	ms, err = st.Pop(ctx, domain.PopParams{Queue: "q"})
+	ms, err = st.Pop(ctx, domain.PopParams{Queue: domain.Global("q")})
 	require.NoError(t, err)
 	require.Len(t, ms, 1)
 	require.Equal(t, domain.AckResult{OK: true, Freed: true}, settle(domain.Ack{Partition: "p", Offset: 2, Lease: ms[0].Lease}),
@@ -123,7 +123,7 @@ func TestPushPopAck(t *testing.T) {
 	require.Equal(t, []int64{0, 1, 2}, pushN(t, st, "orders", "eu", 0, 3))
 	require.Equal(t, []int64{3, 4}, pushN(t, st, "orders", "eu", 3, 2))
 
-	ms, err := st.Pop(ctx, domain.PopParams{Queue: "orders", Max: 3})
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("orders"), Max: 3})
 	require.NoError(t, err)
 	require.Equal(t, []string{"0", "1", "2"}, datas(ms))
 	for i, m := range ms {
@@ -134,14 +134,14 @@ func TestPushPopAck(t *testing.T) {
 		require.WithinDuration(t, time.Now(), m.CreatedAt, time.Minute)
 	}
 	// The partition is leased: the group gets nothing more from it.
-	more, err := st.Pop(ctx, domain.PopParams{Queue: "orders"})
+	more, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("orders")})
 	require.NoError(t, err)
 	require.Empty(t, more)
 
 	res := ack(t, st, "orders", "", domain.Ack{Partition: "eu", Offset: 2, Lease: ms[0].Lease})
 	require.Equal(t, []domain.AckResult{{OK: true}}, res)
 
-	ms, err = st.Pop(ctx, domain.PopParams{Queue: "orders", Max: 10})
+	ms, err = st.Pop(ctx, domain.PopParams{Queue: domain.Global("orders"), Max: 10})
 	require.NoError(t, err)
 	require.Equal(t, []string{"3", "4"}, datas(ms))
 	require.Equal(t, int64(3), ms[0].Offset)
@@ -150,9 +150,9 @@ func TestPushPopAck(t *testing.T) {
 func TestPopUnknownQueue(t *testing.T) {
 	t.Parallel()
 	st := newStore(t)
-	_, err := st.Pop(ctxT(t), domain.PopParams{Queue: "nope"})
+	_, err := st.Pop(ctxT(t), domain.PopParams{Queue: domain.Global("nope")})
 	require.ErrorIs(t, err, domain.ErrNotFound)
-	out := ackOutcome(t, st, domain.AckParams{Queue: "nope", Acks: []domain.Ack{{Partition: "x", Lease: "l-1-a"}}})
+	out := ackOutcome(t, st, domain.AckParams{Queue: domain.Global("nope"), Acks: []domain.Ack{{Partition: "x", Lease: "l-1-a"}}})
 	require.ErrorIs(t, out.Err, domain.ErrNotFound)
 	require.Nil(t, out.Results)
 }
@@ -163,7 +163,7 @@ func TestPushSharesOneTransactionAcrossRequests(t *testing.T) {
 	ctx := ctxT(t)
 	var reqs []domain.PushParams
 	for i := range 5 {
-		r := domain.PushParams{Queue: "q" + strconv.Itoa(i%2)}
+		r := domain.PushParams{Queue: domain.Global("q" + strconv.Itoa(i%2))}
 		for j := range 3 {
 			r.Messages = append(r.Messages, domain.PushMessage{Partition: "p" + strconv.Itoa(j), ID: fmt.Sprintf("%d%d", i, j), Data: []byte(fmt.Sprintf("%d%d", i, j))})
 		}
@@ -176,7 +176,7 @@ func TestPushSharesOneTransactionAcrossRequests(t *testing.T) {
 		require.Len(t, out.Results, len(reqs[i].Messages))
 		for j, res := range out.Results {
 			require.Equal(t, domain.Stored, res.Status)
-			k := reqs[i].Queue + "/" + res.Partition
+			k := reqs[i].Queue.Name + "/" + res.Partition
 			require.Equal(t, seen[k], res.Offset, "offsets are dense per partition, in request order")
 			require.Equal(t, "p"+strconv.Itoa(j), res.Partition)
 			seen[k]++
@@ -187,7 +187,7 @@ func TestPushSharesOneTransactionAcrossRequests(t *testing.T) {
 	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT count(*) FROM comb_segments`).Scan(&segs))
 	require.Equal(t, 6, segs)
 
-	ms, err := st.Pop(ctx, domain.PopParams{Queue: "q0", Partition: "p1", Max: 100})
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("q0"), Partition: "p1", Max: 100})
 	require.NoError(t, err)
 	require.Equal(t, []string{"01", "21", "41"}, datas(ms))
 	require.Equal(t, "21", ms[1].ID)
@@ -200,7 +200,7 @@ func TestPopSpreadsMaxOverPartitions(t *testing.T) {
 	pushN(t, st, "q", "a", 0, 3)
 	pushN(t, st, "q", "b", 0, 5)
 	pushN(t, st, "q", "c", 0, 5)
-	ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", Max: 6, Partitions: 3})
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Max: 6, Partitions: 3})
 	require.NoError(t, err)
 	require.Len(t, ms, 6)
 	byPart := map[string][]int64{}
@@ -213,7 +213,7 @@ func TestPopSpreadsMaxOverPartitions(t *testing.T) {
 		}
 	}
 	// The partitions not fully leased still count as leased for this group.
-	rest, err := st.Pop(ctx, domain.PopParams{Queue: "q", Max: 100, Partitions: 3})
+	rest, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Max: 100, Partitions: 3})
 	require.NoError(t, err)
 	for _, m := range rest {
 		_, leased := byPart[m.Partition]
@@ -226,11 +226,11 @@ func TestAutoAck(t *testing.T) {
 	st := newStore(t)
 	ctx := ctxT(t)
 	pushN(t, st, "q", "p", 0, 4)
-	ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", Max: 2, AutoAck: true})
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Max: 2, AutoAck: true})
 	require.NoError(t, err)
 	require.Equal(t, []string{"0", "1"}, datas(ms))
 	require.Empty(t, ms[0].Lease)
-	ms, err = st.Pop(ctx, domain.PopParams{Queue: "q", Max: 5, AutoAck: true})
+	ms, err = st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Max: 5, AutoAck: true})
 	require.NoError(t, err)
 	require.Equal(t, []string{"2", "3"}, datas(ms))
 }
@@ -241,7 +241,7 @@ func TestGroupsHaveTheirOwnCursors(t *testing.T) {
 	ctx := ctxT(t)
 	pushN(t, st, "q", "p", 0, 3)
 	for _, g := range []string{"a", "b"} {
-		ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", Group: g, Max: 10})
+		ms, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Group: g, Max: 10})
 		require.NoError(t, err)
 		require.Equal(t, []string{"0", "1", "2"}, datas(ms))
 		require.Equal(t, []domain.AckResult{{OK: true}}, ack(t, st, "q", g, domain.Ack{Partition: "p", Offset: 2, Lease: ms[0].Lease}))
@@ -249,7 +249,7 @@ func TestGroupsHaveTheirOwnCursors(t *testing.T) {
 	// A partition created after the groups is read from its start by both.
 	pushN(t, st, "q", "late", 0, 2)
 	for _, g := range []string{"a", "b"} {
-		ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", Group: g, Max: 10})
+		ms, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Group: g, Max: 10})
 		require.NoError(t, err)
 		require.Equal(t, []string{"0", "1"}, datas(ms))
 		require.Equal(t, "late", ms[0].Partition)
@@ -265,19 +265,19 @@ func TestFrom(t *testing.T) {
 	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT now()`).Scan(&mid))
 	pushN(t, st, "q", "p", 3, 2)
 
-	ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", Group: "new", From: domain.Start{Kind: domain.StartNew}, Max: 10})
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Group: "new", From: domain.Start{Kind: domain.StartNew}, Max: 10})
 	require.NoError(t, err)
 	require.Empty(t, ms)
 	pushN(t, st, "q", "p", 5, 1)
-	ms, err = st.Pop(ctx, domain.PopParams{Queue: "q", Group: "new", Max: 10})
+	ms, err = st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Group: "new", Max: 10})
 	require.NoError(t, err)
 	require.Equal(t, []string{"5"}, datas(ms))
 
-	ms, err = st.Pop(ctx, domain.PopParams{Queue: "q", Group: "time", From: domain.Start{Kind: domain.StartTime, Time: mid}, Max: 10})
+	ms, err = st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Group: "time", From: domain.Start{Kind: domain.StartTime, Time: mid}, Max: 10})
 	require.NoError(t, err)
 	require.Equal(t, []string{"3", "4", "5"}, datas(ms))
 
-	ms, err = st.Pop(ctx, domain.PopParams{Queue: "q", Group: "all", From: domain.Start{Kind: domain.StartAll}, Max: 10})
+	ms, err = st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Group: "all", From: domain.Start{Kind: domain.StartAll}, Max: 10})
 	require.NoError(t, err)
 	require.Equal(t, []string{"0", "1", "2", "3", "4", "5"}, datas(ms))
 }
@@ -287,13 +287,13 @@ func TestLeaseExpiryRedelivers(t *testing.T) {
 	st := newStore(t)
 	ctx := ctxT(t)
 	pushN(t, st, "q", "p", 0, 3)
-	first, err := st.Pop(ctx, domain.PopParams{Queue: "q", Max: 2, LeaseMS: 100})
+	first, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Max: 2, LeaseMS: 100})
 	require.NoError(t, err)
 	require.Equal(t, []string{"0", "1"}, datas(first))
 
 	var again []domain.Message
 	require.Eventually(t, func() bool {
-		again, err = st.Pop(ctx, domain.PopParams{Queue: "q", Max: 3})
+		again, err = st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Max: 3})
 		require.NoError(t, err)
 		return len(again) > 0
 	}, 10*time.Second, 20*time.Millisecond)
@@ -308,7 +308,7 @@ func TestLeaseExpiryRedelivers(t *testing.T) {
 	// The live lease still covers everything.
 	res = ack(t, st, "q", "", domain.Ack{Partition: "p", Offset: 2, Lease: again[0].Lease})
 	require.True(t, res[0].OK, res[0].Error)
-	ms, err := st.Pop(ctx, domain.PopParams{Queue: "q"})
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("q")})
 	require.NoError(t, err)
 	require.Empty(t, ms)
 }
@@ -319,10 +319,10 @@ func TestAckValidation(t *testing.T) {
 	ctx := ctxT(t)
 	pushN(t, st, "q", "p", 0, 5)
 	pushN(t, st, "q", "other", 0, 1)
-	ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", Partition: "p", Max: 3})
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Partition: "p", Max: 3})
 	require.NoError(t, err)
 	lease := ms[0].Lease
-	theirs, err := st.Pop(ctx, domain.PopParams{Queue: "q", Group: "g2", Partition: "p", Max: 1})
+	theirs, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Group: "g2", Partition: "p", Max: 1})
 	require.NoError(t, err)
 
 	res := ack(t, st, "q", "",
@@ -345,11 +345,11 @@ func TestAckValidation(t *testing.T) {
 	require.True(t, res[0].OK)
 	res = ack(t, st, "q", "", domain.Ack{Partition: "p", Offset: 2, Lease: lease})
 	require.True(t, res[0].OK)
-	ms, err = st.Pop(ctx, domain.PopParams{Queue: "q", Partition: "p", Max: 10})
+	ms, err = st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Partition: "p", Max: 10})
 	require.NoError(t, err)
 	require.Equal(t, []string{"3", "4"}, datas(ms))
 
-	bad := ackOutcome(t, st, domain.AckParams{Queue: "q", Acks: []domain.Ack{{Partition: "p", Offset: 3, Lease: ms[0].Lease, Status: domain.AckStatus(99)}}})
+	bad := ackOutcome(t, st, domain.AckParams{Queue: domain.Global("q"), Acks: []domain.Ack{{Partition: "p", Offset: 3, Lease: ms[0].Lease, Status: domain.AckStatus(99)}}})
 	require.ErrorIs(t, bad.Err, domain.ErrInvalid)
 	require.Nil(t, bad.Results)
 	res = ack(t, st, "q", "", domain.Ack{Partition: "p", Offset: 4, Lease: ms[0].Lease})
@@ -361,11 +361,11 @@ func TestAckStatuses(t *testing.T) {
 	st := newStore(t)
 	ctx := ctxT(t)
 	maxAttempts := int64(2)
-	_, err := st.Configure(ctx, "q", domain.ConfigPatch{MaxAttempts: &maxAttempts})
+	_, err := st.Configure(ctx, domain.Global("q"), domain.ConfigPatch{MaxAttempts: &maxAttempts})
 	require.NoError(t, err)
 	pushN(t, st, "q", "p", 0, 6)
 	pop := func(n int) []domain.Message {
-		ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", Max: n})
+		ms, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Max: n})
 		require.NoError(t, err)
 		return ms
 	}
@@ -394,7 +394,7 @@ func TestAckStatuses(t *testing.T) {
 	ms = pop(3)
 	require.Equal(t, []string{"5"}, datas(ms))
 
-	dls, next, err := st.DeadLetters(ctx, domain.DLQParams{Queue: "q"})
+	dls, next, err := st.DeadLetters(ctx, domain.DLQParams{Queue: domain.Global("q")})
 	require.NoError(t, err)
 	require.Empty(t, next)
 	require.Len(t, dls, 2)
@@ -406,13 +406,13 @@ func TestAckStatuses(t *testing.T) {
 	require.Equal(t, "dead", dls[1].Reason)
 
 	// Replay pushes a dead letter back as a new message; purge drops one.
-	n, err := st.ReplayDeadLetters(ctx, "q", []string{dls[0].DLQID})
+	n, err := st.ReplayDeadLetters(ctx, domain.Global("q"), []string{dls[0].DLQID})
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
-	n, err = st.PurgeDeadLetters(ctx, "q", []string{dls[1].DLQID})
+	n, err = st.PurgeDeadLetters(ctx, domain.Global("q"), []string{dls[1].DLQID})
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
-	dls, _, err = st.DeadLetters(ctx, domain.DLQParams{Queue: "q"})
+	dls, _, err = st.DeadLetters(ctx, domain.DLQParams{Queue: domain.Global("q")})
 	require.NoError(t, err)
 	require.Empty(t, dls)
 	require.True(t, ack(t, st, "q", "", domain.Ack{Partition: "p", Offset: 5, Lease: ms[0].Lease})[0].OK)
@@ -426,16 +426,16 @@ func TestDeadLetterOff(t *testing.T) {
 	st := newStore(t)
 	ctx := ctxT(t)
 	off := false
-	_, err := st.Configure(ctx, "q", domain.ConfigPatch{DeadLetter: &off})
+	_, err := st.Configure(ctx, domain.Global("q"), domain.ConfigPatch{DeadLetter: &off})
 	require.NoError(t, err)
 	pushN(t, st, "q", "p", 0, 2)
-	ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", Max: 1})
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Max: 1})
 	require.NoError(t, err)
 	require.True(t, ack(t, st, "q", "", domain.Ack{Partition: "p", Offset: 0, Lease: ms[0].Lease, Status: domain.AckDead})[0].OK)
-	dls, _, err := st.DeadLetters(ctx, domain.DLQParams{Queue: "q"})
+	dls, _, err := st.DeadLetters(ctx, domain.DLQParams{Queue: domain.Global("q")})
 	require.NoError(t, err)
 	require.Empty(t, dls)
-	ms, err = st.Pop(ctx, domain.PopParams{Queue: "q", Max: 5})
+	ms, err = st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Max: 5})
 	require.NoError(t, err)
 	require.Equal(t, []string{"1"}, datas(ms))
 }
@@ -445,9 +445,9 @@ func TestRenew(t *testing.T) {
 	st := newStore(t)
 	ctx := ctxT(t)
 	pushN(t, st, "q", "p", 0, 1)
-	ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", LeaseMS: 1000})
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), LeaseMS: 1000})
 	require.NoError(t, err)
-	res, err := st.Renew(ctx, domain.RenewParams{Queue: "q", Leases: []string{ms[0].Lease, "l-1-nothing", "garbage"}, LeaseMS: 60000})
+	res, err := st.Renew(ctx, domain.RenewParams{Queue: domain.Global("q"), Leases: []string{ms[0].Lease, "l-1-nothing", "garbage"}, LeaseMS: 60000})
 	require.NoError(t, err)
 	require.Len(t, res, 3)
 	require.True(t, res[0].OK)
@@ -462,33 +462,33 @@ func TestConfigureMergesAndValidates(t *testing.T) {
 	st := newStore(t)
 	ctx := ctxT(t)
 	lease := int64(5000)
-	c, err := st.Configure(ctx, "q", domain.ConfigPatch{LeaseMS: &lease})
+	c, err := st.Configure(ctx, domain.Global("q"), domain.ConfigPatch{LeaseMS: &lease})
 	require.NoError(t, err)
 	want := domain.DefaultQueueConfig()
 	want.LeaseMS = 5000
 	require.Equal(t, want, c)
 
 	attempts := int64(7)
-	c, err = st.Configure(ctx, "q", domain.ConfigPatch{MaxAttempts: &attempts})
+	c, err = st.Configure(ctx, domain.Global("q"), domain.ConfigPatch{MaxAttempts: &attempts})
 	require.NoError(t, err)
 	want.MaxAttempts = 7
 	require.Equal(t, want, c, "a partial configure keeps the other fields")
 
 	bad := int64(-1)
-	_, err = st.Configure(ctx, "q", domain.ConfigPatch{MaxMessages: &bad})
+	_, err = st.Configure(ctx, domain.Global("q"), domain.ConfigPatch{MaxMessages: &bad})
 	require.ErrorIs(t, err, domain.ErrInvalid)
 	require.Contains(t, err.Error(), "max_messages")
 	short := int64(50)
-	_, err = st.Configure(ctx, "q", domain.ConfigPatch{LeaseMS: &short})
+	_, err = st.Configure(ctx, domain.Global("q"), domain.ConfigPatch{LeaseMS: &short})
 	require.ErrorIs(t, err, domain.ErrInvalid)
 	require.EqualError(t, err, "lease_ms: 50 is out of range 100..86400000")
-	info, err := st.Info(ctx, "q")
+	info, err := st.Info(ctx, domain.Global("q"))
 	require.NoError(t, err)
 	require.Equal(t, want, info.Config, "a refused configure changed nothing")
 
 	// A queue created by a push gets the same defaults.
 	pushN(t, st, "pushed", "p", 0, 1)
-	info, err = st.Info(ctx, "pushed")
+	info, err = st.Info(ctx, domain.Global("pushed"))
 	require.NoError(t, err)
 	require.Equal(t, domain.DefaultQueueConfig(), info.Config)
 }
@@ -500,26 +500,26 @@ func TestInfoListDelete(t *testing.T) {
 	pushN(t, st, "b", "p1", 0, 3)
 	pushN(t, st, "b", "p2", 0, 2)
 	pushN(t, st, "a", "p", 0, 1)
-	ms, err := st.Pop(ctx, domain.PopParams{Queue: "b", Group: "g", Partition: "p1", Max: 2})
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("b"), Group: "g", Partition: "p1", Max: 2})
 	require.NoError(t, err)
 	require.True(t, ack(t, st, "b", "g", domain.Ack{Partition: "p1", Offset: 1, Lease: ms[0].Lease})[0].OK)
 
-	info, err := st.Info(ctx, "b")
+	info, err := st.Info(ctx, domain.Global("b"))
 	require.NoError(t, err)
 	require.Equal(t, int64(5), info.Messages)
 	require.Equal(t, int64(5), info.Bytes)
 	require.Len(t, info.Partitions, 2)
 	require.Equal(t, []domain.GroupInfo{{Name: "g", Pending: 3, Leased: 0}}, info.Groups)
 
-	list, err := st.List(ctx)
+	list, err := st.List(ctx, "")
 	require.NoError(t, err)
 	require.Len(t, list, 2)
 	require.Equal(t, "a", list[0].Name)
 	require.Equal(t, domain.QueueSummary{Name: "b", Partitions: 2, Messages: 5, Bytes: 5, Groups: 1, Pending: 3}, list[1])
 
-	require.NoError(t, st.Delete(ctx, "b"))
-	require.ErrorIs(t, st.Delete(ctx, "b"), domain.ErrNotFound)
-	_, err = st.Info(ctx, "b")
+	require.NoError(t, st.Delete(ctx, domain.Global("b")))
+	require.ErrorIs(t, st.Delete(ctx, domain.Global("b")), domain.ErrNotFound)
+	_, err = st.Info(ctx, domain.Global("b"))
 	require.ErrorIs(t, err, domain.ErrNotFound)
 	var segs int
 	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT count(*) FROM comb_segments`).Scan(&segs))
@@ -535,17 +535,17 @@ func TestTooLargeMessage(t *testing.T) {
 	st := newStore(t)
 	ctx := ctxT(t)
 	small := int64(10)
-	_, err := st.Configure(ctx, "q", domain.ConfigPatch{MaxMessageBytes: &small})
+	_, err := st.Configure(ctx, domain.Global("q"), domain.ConfigPatch{MaxMessageBytes: &small})
 	require.NoError(t, err)
 	dp := protocol.DefaultPartition
 	outs := push(t, st,
-		domain.PushParams{Queue: "q", Messages: []domain.PushMessage{{Partition: dp, Data: []byte("fits")}}},
-		domain.PushParams{Queue: "q", Messages: []domain.PushMessage{{Partition: dp, Data: []byte("fits")}, {Partition: dp, Data: make([]byte, 11)}}})
+		domain.PushParams{Queue: domain.Global("q"), Messages: []domain.PushMessage{{Partition: dp, Data: []byte("fits")}}},
+		domain.PushParams{Queue: domain.Global("q"), Messages: []domain.PushMessage{{Partition: dp, Data: []byte("fits")}, {Partition: dp, Data: make([]byte, 11)}}})
 	require.NoError(t, outs[0].Err)
 	require.Equal(t, []domain.PushResult{{Partition: dp, Offset: 0, Status: domain.Stored}}, outs[0].Results)
 	require.ErrorIs(t, outs[1].Err, domain.ErrTooLarge)
 	require.Nil(t, outs[1].Results)
-	info, err := st.Info(ctx, "q")
+	info, err := st.Info(ctx, domain.Global("q"))
 	require.NoError(t, err)
 	require.Equal(t, int64(1), info.Messages, "the refused request stored nothing")
 }
@@ -558,7 +558,7 @@ func TestPopTrimmedToMaxBytesGivesBackTheRest(t *testing.T) {
 	pushN(t, st, "q", "b", 0, 5)
 	size := func(*domain.Message) int { return 10 }
 
-	ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", Max: 10, Partitions: 2, MaxBytes: 30, SizeOf: size})
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Max: 10, Partitions: 2, MaxBytes: 30, SizeOf: size})
 	require.NoError(t, err)
 	require.Len(t, ms, 3, "three 10-byte messages fit in 30")
 	first := ms[0].Partition
@@ -567,7 +567,7 @@ func TestPopTrimmedToMaxBytesGivesBackTheRest(t *testing.T) {
 	require.True(t, ack(t, st, "q", "", domain.Ack{Partition: first, Offset: 2, Lease: ms[0].Lease})[0].OK)
 	// The other partition returned nothing and was released at once; the
 	// rest of both comes with attempt 1, having never been seen.
-	rest, err := st.Pop(ctx, domain.PopParams{Queue: "q", Max: 100, Partitions: 2})
+	rest, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Max: 100, Partitions: 2})
 	require.NoError(t, err)
 	require.Len(t, rest, 7)
 	for _, m := range rest {
@@ -578,13 +578,13 @@ func TestPopTrimmedToMaxBytesGivesBackTheRest(t *testing.T) {
 	pushN(t, st, "auto", "p", 0, 4)
 	got := 0
 	for range 4 {
-		ms, err := st.Pop(ctx, domain.PopParams{Queue: "auto", Max: 10, AutoAck: true, MaxBytes: 15, SizeOf: size})
+		ms, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("auto"), Max: 10, AutoAck: true, MaxBytes: 15, SizeOf: size})
 		require.NoError(t, err)
 		require.Len(t, ms, 1, "at least one message, even over the bound's half")
 		require.Equal(t, int64(got), ms[0].Offset)
 		got++
 	}
-	ms, err = st.Pop(ctx, domain.PopParams{Queue: "auto", AutoAck: true})
+	ms, err = st.Pop(ctx, domain.PopParams{Queue: domain.Global("auto"), AutoAck: true})
 	require.NoError(t, err)
 	require.Empty(t, ms)
 }
@@ -593,7 +593,7 @@ func TestMadeUpLeaseSaysSo(t *testing.T) {
 	t.Parallel()
 	st := newStore(t)
 	pushN(t, st, "q", "p", 0, 1)
-	_, err := st.Pop(ctxT(t), domain.PopParams{Queue: "q"})
+	_, err := st.Pop(ctxT(t), domain.PopParams{Queue: domain.Global("q")})
 	require.NoError(t, err)
 	res := ack(t, st, "q", "", domain.Ack{Partition: "p", Offset: 0, Lease: "l-x"})
 	require.Contains(t, res[0].Error, "lease expired or not held")
@@ -616,15 +616,15 @@ func TestPopReturnsPushedEncoding(t *testing.T) {
 	// Two requests in one transaction and a later push: segments of several
 	// messages and several segments per partition.
 	outs := push(t, st,
-		domain.PushParams{Queue: "q", Messages: msgs[:2]},
-		domain.PushParams{Queue: "q", Messages: msgs[2:4]})
+		domain.PushParams{Queue: domain.Global("q"), Messages: msgs[:2]},
+		domain.PushParams{Queue: domain.Global("q"), Messages: msgs[2:4]})
 	for _, out := range outs {
 		require.NoError(t, out.Err)
 	}
-	out := push(t, st, domain.PushParams{Queue: "q", Messages: msgs[4:]})[0]
+	out := push(t, st, domain.PushParams{Queue: domain.Global("q"), Messages: msgs[4:]})[0]
 	require.NoError(t, out.Err)
 
-	ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", Max: 100, Partitions: 2})
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Max: 100, Partitions: 2})
 	require.NoError(t, err)
 	require.Len(t, ms, len(msgs))
 	byID := map[string]domain.PushMessage{}
@@ -649,19 +649,19 @@ func TestDeadLettersKeepEncoding(t *testing.T) {
 	t.Parallel()
 	st := newStore(t)
 	ctx := ctxT(t)
-	out := push(t, st, domain.PushParams{Queue: "q", Messages: []domain.PushMessage{
+	out := push(t, st, domain.PushParams{Queue: domain.Global("q"), Messages: []domain.PushMessage{
 		{Partition: "p", ID: "j", Data: []byte(`{"a":1}`), Encoding: domain.EncodingJSON},
 		{Partition: "p", ID: "b", Data: []byte{0x80, 0x81}, Encoding: domain.EncodingBinary},
 	}})[0]
 	require.NoError(t, out.Err)
-	ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", Max: 10})
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Max: 10})
 	require.NoError(t, err)
 	require.Len(t, ms, 2)
 	require.Equal(t, []domain.AckResult{{OK: true}, {OK: true}}, ack(t, st, "q", "",
 		domain.Ack{Partition: "p", Offset: 0, Lease: ms[0].Lease, Status: domain.AckDead},
 		domain.Ack{Partition: "p", Offset: 1, Lease: ms[0].Lease, Status: domain.AckDead}))
 
-	dls, _, err := st.DeadLetters(ctx, domain.DLQParams{Queue: "q"})
+	dls, _, err := st.DeadLetters(ctx, domain.DLQParams{Queue: domain.Global("q")})
 	require.NoError(t, err)
 	require.Len(t, dls, 2)
 	require.Equal(t, "j", dls[0].ID)
@@ -671,10 +671,10 @@ func TestDeadLettersKeepEncoding(t *testing.T) {
 	require.Equal(t, domain.EncodingBinary, dls[1].Encoding)
 	require.Equal(t, []byte{0x80, 0x81}, dls[1].Data)
 
-	n, err := st.ReplayDeadLetters(ctx, "q", []string{dls[0].DLQID, dls[1].DLQID})
+	n, err := st.ReplayDeadLetters(ctx, domain.Global("q"), []string{dls[0].DLQID, dls[1].DLQID})
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
-	ms, err = st.Pop(ctx, domain.PopParams{Queue: "q", Max: 10})
+	ms, err = st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Max: 10})
 	require.NoError(t, err)
 	require.Len(t, ms, 2)
 	require.Equal(t, []int64{2, 3}, []int64{ms[0].Offset, ms[1].Offset})
@@ -723,7 +723,7 @@ func TestOldFrameFormatPopsAsUnknown(t *testing.T) {
 	require.Equal(t, int64(1), tag.RowsAffected())
 	require.Equal(t, []int64{4}, pushN(t, st, "q", "p", 4, 1), "a later push follows the old segment")
 
-	ms, err := st.Pop(ctx, domain.PopParams{Queue: "q", Max: 10})
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Max: 10})
 	require.NoError(t, err)
 	require.Len(t, ms, 5)
 	for i, m := range ms {
@@ -746,14 +746,14 @@ func TestOldFrameFormatPopsAsUnknown(t *testing.T) {
 	require.Equal(t, []domain.AckResult{{OK: true}, {OK: true}}, ack(t, st, "q", "",
 		domain.Ack{Partition: "p", Offset: 2, Lease: ms[0].Lease, Status: domain.AckDead},
 		domain.Ack{Partition: "p", Offset: 4, Lease: ms[0].Lease}))
-	dls, _, err := st.DeadLetters(ctx, domain.DLQParams{Queue: "q"})
+	dls, _, err := st.DeadLetters(ctx, domain.DLQParams{Queue: domain.Global("q")})
 	require.NoError(t, err)
 	require.Len(t, dls, 1)
 	require.Equal(t, int64(2), dls[0].Offset)
 	require.Empty(t, dls[0].ID)
 	require.Equal(t, data[1], dls[0].Data)
 	require.Equal(t, domain.EncodingUnknown, dls[0].Encoding)
-	ms, err = st.Pop(ctx, domain.PopParams{Queue: "q", Max: 10})
+	ms, err = st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Max: 10})
 	require.NoError(t, err)
 	require.Empty(t, ms)
 }
@@ -775,10 +775,10 @@ func TestAutoAckPopTrimmedToMaxBytesGivesBackTheRest(t *testing.T) {
 			pushN(t, st, queue, "a", 0, 5)
 			pushN(t, st, queue, "b", 0, 5)
 
-			ms, err := st.Pop(ctx, domain.PopParams{Queue: queue, Max: 10, Partitions: 2, AutoAck: true, MaxBytes: tc.maxBytes, SizeOf: size})
+			ms, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global(queue), Max: 10, Partitions: 2, AutoAck: true, MaxBytes: tc.maxBytes, SizeOf: size})
 			require.NoError(t, err)
 			require.Len(t, ms, tc.fit)
-			rest, err := st.Pop(ctx, domain.PopParams{Queue: queue, Max: 100, Partitions: 2, AutoAck: true})
+			rest, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global(queue), Max: 100, Partitions: 2, AutoAck: true})
 			require.NoError(t, err)
 			require.Len(t, rest, 10-tc.fit, "exactly what did not fit comes next")
 
@@ -793,7 +793,7 @@ func TestAutoAckPopTrimmedToMaxBytesGivesBackTheRest(t *testing.T) {
 			require.Equal(t, map[string][]int64{"a": want, "b": want}, byPart,
 				"each partition's messages once each, in order, across the two pops")
 
-			ms, err = st.Pop(ctx, domain.PopParams{Queue: queue, Max: 100, Partitions: 2, AutoAck: true})
+			ms, err = st.Pop(ctx, domain.PopParams{Queue: domain.Global(queue), Max: 100, Partitions: 2, AutoAck: true})
 			require.NoError(t, err)
 			require.Empty(t, ms)
 		})

@@ -11,10 +11,13 @@ import (
 // queueRow is a queue's identity and settings as the store caches them.
 type queueRow struct {
 	ID        int64
+	Tenant    string
 	Name      string
 	Config    domain.QueueConfig
 	CreatedAt time.Time
 }
+
+func (q queueRow) ref() domain.QueueRef { return domain.QueueRef{Tenant: q.Tenant, Name: q.Name} }
 
 // configDoc is a queue's settings as stored in comb_queues.config. It is the
 // database's format, kept apart from the domain type and the wire's so that
