@@ -6,14 +6,12 @@ package embeddednats
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/tls"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -132,12 +130,12 @@ type ClusterConfig struct {
 
 // Server is a running embedded NATS server.
 type Server struct {
-	ns    *server.Server
-	opts  *server.Options // as built by Config.options, plus Comb's own user
-	cfg   Config
-	creds []nats.Option // how Connect authenticates; never logged
-	log   *slog.Logger
-	once  sync.Once
+	ns   *server.Server
+	opts *server.Options // as built by Config.options, plus Comb's own user
+	cfg  Config
+	auth *access // how Comb's own connections authenticate; never logged
+	log  *slog.Logger
+	once sync.Once
 }
 
 // Start starts the server and waits until it accepts connections. It
@@ -148,7 +146,7 @@ func Start(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	creds, err := inProcessAuth(opts)
+	auth, err := inProcessAuth(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +182,7 @@ func Start(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("embeddednats: not ready for connections after %s", timeout)
 		}
 	}
-	s := &Server{ns: ns, opts: opts, cfg: cfg, creds: creds, log: log}
+	s := &Server{ns: ns, opts: opts, cfg: cfg, auth: auth, log: log}
 	attrs := []any{"client_url", s.ClientURL()}
 	if opts.DontListen {
 		attrs = []any{"client_url", "in-process only"}
@@ -311,62 +309,6 @@ func (cfg Config) options() (*server.Options, error) {
 	return opts, nil
 }
 
-// inProcessAuth returns how the in-process connection authenticates to a
-// server built from opts, and adds Comb's own user to opts when only a
-// user of its own can get in: a users or nkeys list (accounts' users land
-// there too), or a single user whose password is a bcrypt hash.
-func inProcessAuth(opts *server.Options) ([]nats.Option, error) {
-	if len(opts.TrustedOperators) > 0 || opts.AuthCallout != nil {
-		// Neither takes a locally configured user; the tenancy work gives
-		// the broker a credential of its own for them.
-		return nil, errors.New("embeddednats: operator (JWT) mode and auth callout are not supported yet: " +
-			"the broker's own connection needs a user from the configuration")
-	}
-	bcrypted := func(s string) bool { return bcryptRE.MatchString(s) }
-	switch {
-	case opts.Authorization != "":
-		if bcrypted(opts.Authorization) {
-			return nil, errors.New("embeddednats: a bcrypt-hashed token leaves the broker's own connection " +
-				"no way in; use a plain token or a users list")
-		}
-		return []nats.Option{nats.Token(opts.Authorization)}, nil
-	case opts.Username != "" && len(opts.Users) == 0 && len(opts.Nkeys) == 0 && !bcrypted(opts.Password):
-		return []nats.Option{nats.UserInfo(opts.Username, opts.Password)}, nil
-	case opts.Username == "" && len(opts.Users) == 0 && len(opts.Nkeys) == 0:
-		return nil, nil // no authentication
-	}
-	// nats-server refuses a single user next to a users list: make it one.
-	if opts.Username != "" {
-		opts.Users = append(opts.Users, &server.User{Username: opts.Username, Password: opts.Password})
-		opts.Username, opts.Password = "", ""
-	}
-	name, err := randomToken(8)
-	if err != nil {
-		return nil, err
-	}
-	pass, err := randomToken(24)
-	if err != nil {
-		return nil, err
-	}
-	name = "_comb_" + name
-	// No account: the user lands in the global account, where the bridge
-	// serves. Nil permissions allow everything; default_permissions were
-	// applied to the file's users when it was parsed, not to this one.
-	opts.Users = append(opts.Users, &server.User{Username: name, Password: pass})
-	return []nats.Option{nats.UserInfo(name, pass)}, nil
-}
-
-// bcryptRE is nats-server's test for a bcrypt-hashed secret.
-var bcryptRE = regexp.MustCompile(`^\$2[abxy]\$\d{2}\$.*`)
-
-func randomToken(n int) (string, error) {
-	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("embeddednats: random credential: %w", err)
-	}
-	return hex.EncodeToString(b), nil
-}
-
 // NATS returns the underlying nats-server, for monitoring and tests.
 func (s *Server) NATS() *server.Server { return s.ns }
 
@@ -390,16 +332,34 @@ func (s *Server) MonitorURL() string {
 }
 
 // Connect returns a client connection that reaches the server in process,
-// without TCP, authenticated when the server requires it. opts come after
-// Comb's own, so they may override them.
+// without TCP, authenticated as Comb's own user in the global account when
+// the server requires it. opts come after Comb's own, so they may override
+// them. It is ConnectTenant("", opts...).
 func (s *Server) Connect(opts ...nats.Option) (*nats.Conn, error) {
-	base := append([]nats.Option{nats.InProcessServer(s.ns)}, s.creds...)
+	return s.ConnectTenant("", opts...)
+}
+
+// ConnectTenant returns an in-process connection authenticated as Comb's
+// own user in the tenant's account ("" is the global account). opts come
+// after Comb's own, so they may override them.
+func (s *Server) ConnectTenant(tenant string, opts ...nats.Option) (*nats.Conn, error) {
+	login, ok := s.auth.logins[tenant]
+	if !ok {
+		return nil, fmt.Errorf("embeddednats: no tenant %q: the configuration has no account of that name with users", tenant)
+	}
+	base := append([]nats.Option{nats.InProcessServer(s.ns)}, login...)
 	nc, err := nats.Connect(s.ns.ClientURL(), append(base, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("embeddednats: connect in process: %w", err)
 	}
 	return nc, nil
 }
+
+// Tenants returns the tenants the server serves, sorted: "" for the global
+// account ($G) (always present when no account is configured; present when
+// some users/nkeys land in $G), and the name of every configured account
+// other than the system account that has at least one user or nkey.
+func (s *Server) Tenants() []string { return slices.Clone(s.auth.tenants) }
 
 // Shutdown stops the server at once, closing every client connection, and
 // waits until it has stopped. It is safe to call twice.

@@ -25,6 +25,12 @@ const Version = 1
 // broker is configured with another prefix.
 const DefaultPrefix = "comb"
 
+// InternalPrefix is the root of the brokers' own subjects, such as the
+// wake-ups on "_COMB.<prefix>.wake.<queue>". No client has business on
+// them; with authentication on, the embedded server denies them to every
+// user but Comb's own and the trusted ones.
+const InternalPrefix = "_COMB"
+
 // ServiceName is the name the broker registers with the NATS micro
 // framework (`nats micro info comb`).
 const ServiceName = "comb"
