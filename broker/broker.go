@@ -131,7 +131,21 @@ func (b *Broker) start(ctx context.Context) error {
 	}
 	b.undo = append(b.undo, nc.Close)
 
-	br, err := bridge.New(nc, st, cfg.Bridge.WithDefaults(), log.With("component", "bridge"))
+	// Tenants are the configuration's accounts: the bridge serves each on a
+	// connection of its own, in that account, and learns a request's
+	// tenant from the connection it arrives on.
+	var tenants []bridge.Tenant
+	for _, name := range srv.Tenants() {
+		tc := nc
+		if name != "" {
+			if tc, err = srv.ConnectTenant(name, nats.Name("comb-bridge")); err != nil {
+				return err
+			}
+			b.undo = append(b.undo, tc.Close)
+		}
+		tenants = append(tenants, bridge.Tenant{Name: name, Conn: tc})
+	}
+	br, err := bridge.New(nc, st, cfg.Bridge.WithDefaults(), log.With("component", "bridge"), tenants...)
 	if err != nil {
 		return fmt.Errorf("bridge: %w", err)
 	}
