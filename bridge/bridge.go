@@ -103,6 +103,12 @@ type Config struct {
 	// StopTimeout bounds how long Stop waits for requests in flight before
 	// it cancels them; 0 means 10 s.
 	StopTimeout time.Duration
+
+	// Quotas limit what each tenant may use; the zero value limits
+	// nothing. QuotaRefresh is how often the tenants' retained bytes are
+	// read for Quota.MaxBytes; 0 means DefaultQuotaRefresh.
+	Quotas       Quotas
+	QuotaRefresh time.Duration
 }
 
 // WithDefaults returns c with every zero field set to the default its
@@ -143,6 +149,7 @@ func (c Config) WithDefaults() Config {
 	def(&c.SubPendingBytes, 64<<20)
 	defDur(&c.RequestTimeout, 30*time.Second)
 	defDur(&c.StopTimeout, 10*time.Second)
+	defDur(&c.QuotaRefresh, DefaultQuotaRefresh)
 	return c
 }
 
@@ -152,6 +159,9 @@ func (c Config) WithDefaults() Config {
 // flags.
 func (c Config) Validate() error {
 	var errs []error
+	if err := c.Quotas.validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := protocol.ValidateQueue(c.Prefix); err != nil {
 		errs = append(errs, fmt.Errorf("prefix %q: must be dot-separated tokens of A-Z a-z 0-9 _ -", c.Prefix))
 	}
@@ -235,6 +245,7 @@ type tenant struct {
 	svc     micro.Service
 	stats   map[string]*endpointStats
 	waiting atomic.Int64 // its pops long-polling on this bridge
+	quota   *quota
 }
 
 // endpointStats are the bridge's own figures of one endpoint of one
@@ -297,7 +308,7 @@ func New(nc *nats.Conn, st *store.Store, cfg Config, log *slog.Logger, tenants .
 			return nil, fmt.Errorf("bridge: tenant %q: nil or repeated", t.Name)
 		}
 		seen[t.Name] = true
-		tt := &tenant{name: t.Name, nc: t.Conn, stats: map[string]*endpointStats{}}
+		tt := &tenant{name: t.Name, nc: t.Conn, stats: map[string]*endpointStats{}, quota: newQuota(cfg.Quotas.Of(t.Name))}
 		for _, v := range protocol.Verbs {
 			tt.stats[v] = &endpointStats{}
 		}
@@ -354,6 +365,16 @@ func (b *Bridge) Start(ctx context.Context) error {
 	for range b.cfg.AdminWorkers {
 		b.wg.Add(1)
 		go b.adminWorker()
+	}
+	if b.hasByteQuotas() {
+		// Start from what PostgreSQL holds, not from nothing.
+		rctx, cancel := b.storeCtx()
+		if err := b.refreshUsage(rctx); err != nil {
+			b.log.Warn("read tenant usage", "err", err)
+		}
+		cancel()
+		b.wg.Add(1)
+		go b.usageRefresher()
 	}
 
 	for _, t := range b.tenants {
@@ -649,14 +670,15 @@ func (b *Bridge) respondError(c *call, err error) {
 	if c.reply == "" {
 		return
 	}
-	m := &nats.Msg{
-		Subject: c.reply,
-		Header: nats.Header{
-			micro.ErrorHeader:     []string{headerSafe(msg)},
-			micro.ErrorCodeHeader: []string{strconv.Itoa(code)},
-		},
-		Data: wire.ErrorBody(code, msg),
+	retry := retryAfterMS(err)
+	h := nats.Header{
+		micro.ErrorHeader:     []string{headerSafe(msg)},
+		micro.ErrorCodeHeader: []string{strconv.Itoa(code)},
 	}
+	if retry > 0 {
+		h.Set(protocol.HeaderRetryAfterMS, strconv.FormatInt(retry, 10))
+	}
+	m := &nats.Msg{Subject: c.reply, Header: h, Data: wire.ErrorBody(code, msg, retry)}
 	if err := c.t.nc.PublishMsg(m); err != nil {
 		b.log.Warn("error reply failed", "subject", c.subject, "err", err)
 	}
@@ -671,9 +693,26 @@ func (b *Bridge) fail(t *tenant, req micro.Request, err error) {
 	if req.Reply() == "" {
 		return
 	}
-	if rerr := req.Error(strconv.Itoa(code), headerSafe(msg), wire.ErrorBody(code, msg)); rerr != nil {
+	retry := retryAfterMS(err)
+	var opts []micro.RespondOpt
+	if retry > 0 {
+		opts = append(opts, micro.WithHeaders(micro.Headers{protocol.HeaderRetryAfterMS: []string{strconv.FormatInt(retry, 10)}}))
+	}
+	if rerr := req.Error(strconv.Itoa(code), headerSafe(msg), wire.ErrorBody(code, msg, retry), opts...); rerr != nil {
 		b.log.Warn("error reply failed", "subject", req.Subject(), "err", rerr)
 	}
+}
+
+// retryAfterMS is when err says the same request may succeed, in whole
+// milliseconds rounded up, or 0.
+func retryAfterMS(err error) int64 {
+	if we, ok := protocol.AsError(err); ok && we.RetryAfterMS > 0 {
+		return we.RetryAfterMS
+	}
+	if d, ok := domain.RetryAfterOf(err); ok && d > 0 {
+		return int64((d + time.Millisecond - 1) / time.Millisecond)
+	}
+	return 0
 }
 
 // errorOf maps an error to its wire code and message. Anything that is not

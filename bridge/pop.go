@@ -116,12 +116,24 @@ func (b *Bridge) handlePop(t *tenant, req micro.Request) {
 		b.fail(t, req, err)
 		return
 	}
+	if p.Wait > 0 {
+		if err := t.quota.admitLongPoll(); err != nil {
+			b.fail(t, req, err)
+			return
+		}
+	}
 	c, ok := b.admit(t, req, protocol.VerbPop)
 	if !ok {
+		if p.Wait > 0 {
+			t.quota.longPollDone()
+		}
 		return
 	}
 	if b.pops.count.Add(1) > int64(b.cfg.MaxPops) {
 		b.pops.count.Add(-1)
+		if p.Wait > 0 {
+			t.quota.longPollDone()
+		}
 		b.overloaded(req, c)
 		return
 	}
@@ -175,6 +187,9 @@ func (p *popper) run(job *popJob) {
 	}
 	if waits {
 		p.detach(job.req.Queue)
+		// Before the reply: a client that polls again at once finds its
+		// place free.
+		job.call.t.quota.longPollDone()
 	}
 	if err != nil {
 		p.b.respondError(job.call, err)

@@ -13,9 +13,10 @@ import (
 
 // pushJob is one push or put request waiting for a push worker.
 type pushJob struct {
-	call *call
-	req  domain.PushParams
-	size int // request bytes, held against Config.PendingBytes until answered
+	call  *call
+	req   domain.PushParams
+	size  int   // request bytes, held against Config.PendingBytes until answered
+	quota int64 // message bytes, held against the tenant's max_bytes until answered
 }
 
 func (b *Bridge) handlePush(t *tenant, req micro.Request) {
@@ -127,21 +128,29 @@ func (b *Bridge) enqueuePush(t *tenant, req micro.Request, verb string, queue do
 		b.fail(t, req, err)
 		return
 	}
+	held, err := t.quota.admitPush(msgs, time.Now())
+	if err != nil {
+		b.fail(t, req, err)
+		return
+	}
 	c, ok := b.admit(t, req, verb)
 	if !ok {
+		t.quota.pushDone(held)
 		return
 	}
 	size := len(req.Data())
 	if b.pushBytes.Add(int64(size)) > int64(b.cfg.PendingBytes) {
 		b.pushBytes.Add(-int64(size))
+		t.quota.pushDone(held)
 		b.overloaded(req, c)
 		return
 	}
-	job := &pushJob{call: c, req: domain.PushParams{Queue: queue, Messages: msgs}, size: size}
+	job := &pushJob{call: c, req: domain.PushParams{Queue: queue, Messages: msgs}, size: size, quota: held}
 	select {
 	case b.pushCh <- job:
 	default:
 		b.pushBytes.Add(-int64(size))
+		t.quota.pushDone(held)
 		b.overloaded(req, c)
 	}
 }
@@ -237,6 +246,7 @@ func (b *Bridge) flushPush(batch []*pushJob) {
 			b.respond(j.call, wire.PushReply(outs[i].Results))
 		}
 		b.pushBytes.Add(-int64(j.size))
+		j.call.t.quota.pushDone(j.quota)
 		b.finish(j.call)
 	}
 }

@@ -311,4 +311,4 @@ func TestAckWakes(t *testing.T) {
 }
 
 // testCall is the call of a job the popper tests park: the global tenant's.
-func testCall() *call { return &call{t: &tenant{}} }
+func testCall() *call { return &call{t: &tenant{quota: newQuota(Quota{})}} }

@@ -82,10 +82,12 @@ func (b *Broker) start(ctx context.Context) error {
 		log.Info("using postgresql", "url", RedactURL(b.pgURL))
 	}
 
+	quotas := cfg.Bridge.Quotas
 	st, err := store.Open(life, b.pgURL, store.Options{
 		MaxConns:      cfg.Postgres.MaxConns,
 		DurablePops:   cfg.Postgres.DurablePops,
 		QueueCacheTTL: cfg.Postgres.QueueCacheTTL,
+		MaxQueues:     func(tenant string) int64 { return quotas.Of(tenant).MaxQueues },
 		Logger:        log.With("component", "store"),
 	})
 	if err != nil {

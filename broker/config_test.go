@@ -12,6 +12,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/stretchr/testify/require"
 
+	"github.com/combmq/comb/bridge"
+
 	"github.com/combmq/comb/embeddednats"
 )
 
@@ -194,6 +196,28 @@ comb {
 	require.Equal(t, DefaultConfig().Bridge, c.Bridge)
 }
 
+func TestLoadTenantLimits(t *testing.T) {
+	t.Parallel()
+	path := writeFile(t, `
+accounts { A: { users: [{user: a, password: a}] }, B: { users: [{user: b, password: b}] } }
+comb {
+  tenant_limits {
+    default { max_queues: 100, max_bytes: 1GB, max_push_rate: 2500.5, max_push_bytes_rate: 10MB, max_waiting_pops: 500 }
+    A { max_queues: 2 }
+    "$G" { max_waiting_pops: 7 }
+  }
+}
+`)
+	c := DefaultConfig()
+	_, err := c.LoadFile(path)
+	require.NoError(t, err)
+	require.NoError(t, c.Validate())
+	q := c.Bridge.Quotas
+	require.Equal(t, bridge.Quota{MaxQueues: 100, MaxBytes: 1 << 30, PushRate: 2500.5, PushBytesRate: 10 << 20, MaxWaitingPops: 500}, q.Of("B"))
+	require.Equal(t, bridge.Quota{MaxQueues: 2}, q.Of("A"), "a tenant's block replaces the default whole")
+	require.Equal(t, bridge.Quota{MaxWaitingPops: 7}, q.Of(""), "$G is the global tenant")
+}
+
 func TestLoadFileErrors(t *testing.T) {
 	t.Parallel()
 	for name, tc := range map[string]struct {
@@ -209,6 +233,10 @@ func TestLoadFileErrors(t *testing.T) {
 		"not a block":      {"comb: 5\n", []string{"comb: want a block"}},
 		"every error":      {"comb {\n a: 1\n b: 2\n}\n", []string{`unknown setting "a"`, `unknown setting "b"`}},
 		"bad syntax":       {"comb {\n", []string{"config file"}},
+		"unknown limit":    {"comb {\n tenant_limits { default { max_qeues: 1 } }\n}\n", []string{`unknown limit "max_qeues"`}},
+		"negative limit":   {"comb {\n tenant_limits { A { max_bytes: -1 } }\n}\n", []string{"tenant_limits.A.max_bytes: -1: must be 0 (no limit) or more"}},
+		"limit not number": {"comb {\n tenant_limits { A { max_push_rate: fast } }\n}\n", []string{"max_push_rate: fast is not a number"}},
+		"limits not block": {"comb {\n tenant_limits: 5\n}\n", []string{"tenant_limits: want a block"}},
 		"bad auth": {"authorization { user: a, password: b, users: [{user: c, password: d}] }\n",
 			[]string{"Can not have a single user/pass and a users array"}},
 	} {

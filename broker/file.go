@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats-server/v2/conf"
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/combmq/comb/bridge"
 )
 
 // FileBlock is the top-level key of the configuration file that holds
@@ -96,6 +98,14 @@ func (c *Config) loadBlock(block confToken) error {
 			errs = append(errs, fmt.Errorf("%s: %s.%s: unexpected parser value %T", where(block), FileBlock, k, entries[k]))
 			continue
 		}
+		if k == TenantLimitsKey {
+			q, err := loadTenantLimits(tok, where)
+			if err != nil {
+				errs = append(errs, err)
+			}
+			c.Bridge.Quotas = q
+			continue
+		}
 		s, ok := Lookup(k)
 		if !ok {
 			errs = append(errs, fmt.Errorf("%s: %s: unknown setting %q (docs/configuration.md lists them)", where(tok), FileBlock, k))
@@ -110,6 +120,80 @@ func (c *Config) loadBlock(block confToken) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// TenantLimitsKey is the comb block's tenants' quotas, a block of its own
+// and only in the file: tenant_limits { default { … } ACCOUNT { … } }.
+const TenantLimitsKey = "tenant_limits"
+
+// quotaKeys are the keys of one tenant's quota, each with where it goes.
+var quotaKeys = map[string]func(q *bridge.Quota, v float64){
+	"max_queues":          func(q *bridge.Quota, v float64) { q.MaxQueues = int64(v) },
+	"max_bytes":           func(q *bridge.Quota, v float64) { q.MaxBytes = int64(v) },
+	"max_push_rate":       func(q *bridge.Quota, v float64) { q.PushRate = v },
+	"max_push_bytes_rate": func(q *bridge.Quota, v float64) { q.PushBytesRate = v },
+	"max_waiting_pops":    func(q *bridge.Quota, v float64) { q.MaxWaitingPops = int64(v) },
+}
+
+// loadTenantLimits reads the tenant_limits block: "default" for every
+// tenant, and blocks named by account for those that differ ($G is the
+// global account of a configuration without accounts).
+func loadTenantLimits(block confToken, where func(confToken) string) (bridge.Quotas, error) {
+	var out bridge.Quotas
+	tenants, ok := block.Value().(map[string]any)
+	if !ok {
+		return out, fmt.Errorf("%s: %s.%s: want a block { default { … } ACCOUNT { … } }", where(block), FileBlock, TenantLimitsKey)
+	}
+	var errs []error
+	for name, v := range tenants {
+		tok, ok := v.(confToken)
+		if !ok {
+			return out, fmt.Errorf("%s: %s.%s.%s: unexpected parser value %T", where(block), FileBlock, TenantLimitsKey, name, v)
+		}
+		fields, ok := tok.Value().(map[string]any)
+		if !ok {
+			errs = append(errs, fmt.Errorf("%s: %s.%s.%s: want a block of limits", where(tok), FileBlock, TenantLimitsKey, name))
+			continue
+		}
+		var q bridge.Quota
+		for key, fv := range fields {
+			ftok, ok := fv.(confToken)
+			set, known := quotaKeys[key]
+			if !ok || !known {
+				errs = append(errs, fmt.Errorf("%s: %s.%s.%s: unknown limit %q (max_queues, max_bytes, max_push_rate, max_push_bytes_rate, max_waiting_pops)",
+					where(tok), FileBlock, TenantLimitsKey, name, key))
+				continue
+			}
+			var num float64
+			switch x := ftok.Value().(type) {
+			case int64:
+				num = float64(x)
+			case float64:
+				num = x
+			default:
+				errs = append(errs, fmt.Errorf("%s: %s.%s.%s.%s: %v is not a number", where(ftok), FileBlock, TenantLimitsKey, name, key, x))
+				continue
+			}
+			if num < 0 {
+				errs = append(errs, fmt.Errorf("%s: %s.%s.%s.%s: %v: must be 0 (no limit) or more", where(ftok), FileBlock, TenantLimitsKey, name, key, num))
+				continue
+			}
+			set(&q, num)
+		}
+		switch name {
+		case "default":
+			out.Default = q
+		case "$G":
+			name = ""
+			fallthrough
+		default:
+			if out.Tenants == nil {
+				out.Tenants = map[string]bridge.Quota{}
+			}
+			out.Tenants[name] = q
+		}
+	}
+	return out, errors.Join(errs...)
 }
 
 // confText turns a parsed value into the text its setting's Set reads. The

@@ -27,6 +27,29 @@ var (
 	ErrUnavailable = errors.New("postgresql unavailable")
 )
 
+// RetryAfter returns err with a hint of when trying again may succeed, for
+// the error reply of a limit (429); errors.Unwrap gives err back.
+func RetryAfter(err error, after time.Duration) error {
+	return &retryAfterError{err: err, after: after}
+}
+
+// RetryAfterOf is the hint RetryAfter put in err's chain, if any.
+func RetryAfterOf(err error) (time.Duration, bool) {
+	var ra *retryAfterError
+	if errors.As(err, &ra) {
+		return ra.after, true
+	}
+	return 0, false
+}
+
+type retryAfterError struct {
+	err   error
+	after time.Duration
+}
+
+func (e *retryAfterError) Error() string { return e.err.Error() }
+func (e *retryAfterError) Unwrap() error { return e.err }
+
 // Invalidf returns an error that matches ErrInvalid and says only the
 // formatted message, for the client to read as it is ("lease_ms: 50 is out
 // of range 100..86400000").

@@ -99,6 +99,9 @@ const (
 	// headers, set on every error reply: the message and the code.
 	HeaderError     = "Nats-Service-Error"
 	HeaderErrorCode = "Nats-Service-Error-Code"
+	// HeaderRetryAfterMS is set on a 429 that knows when the same request
+	// may succeed: whole milliseconds from the reply (a tenant's quota).
+	HeaderRetryAfterMS = "Comb-Retry-After-Ms"
 )
 
 // Push statuses, in PushResult.Status.
@@ -185,6 +188,9 @@ var (
 type Error struct {
 	Code    int
 	Message string
+	// RetryAfterMS, when set, is how many milliseconds from the reply the
+	// same request may succeed (HeaderRetryAfterMS); only on a 429.
+	RetryAfterMS int64
 }
 
 // Error returns the message followed by the code.

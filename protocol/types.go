@@ -252,4 +252,6 @@ type ErrorReply struct {
 type ErrorBody struct {
 	Code    int    `json:"code"`
 	Message string `json:"message"`
+	// RetryAfterMS repeats the Comb-Retry-After-Ms header, when set.
+	RetryAfterMS int64 `json:"retry_after_ms,omitempty"`
 }

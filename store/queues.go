@@ -99,6 +99,25 @@ func (s *Store) loadQueue(ctx context.Context, db querier, ref domain.QueueRef) 
 
 func (s *Store) createQueue(ctx context.Context, ref domain.QueueRef, c domain.QueueConfig) (queueRow, error) {
 	raw := encodeConfig(c)
+	if s.maxQueues(ref.Tenant) > 0 {
+		var q queueRow
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if err := s.insertQueue(ctx, tx, ref, raw); err != nil {
+				return err
+			}
+			var err error
+			q, err = s.loadQueue(ctx, tx, ref)
+			return err
+		})
+		if errors.Is(err, domain.ErrLimit) {
+			return queueRow{}, err
+		}
+		if err != nil {
+			return queueRow{}, fmt.Errorf("create queue: %w", classify(err))
+		}
+		s.log.Info("created queue", "queue", ref)
+		return q, nil
+	}
 	// ON CONFLICT DO UPDATE (a no-op) returns the row a concurrent creator
 	// won with, so two bridges creating one queue agree on its id.
 	var q queueRow
@@ -116,13 +135,81 @@ func (s *Store) createQueue(ctx context.Context, ref domain.QueueRef, c domain.Q
 	return q, nil
 }
 
+// insertQueue creates ref with the settings raw in tx unless it exists.
+// Under a tenant's max_queues it first takes the tenant's advisory lock, so
+// that creators of different queues count one after the other, and refuses
+// a new queue past the limit with a domain.ErrLimit that says when to look
+// again.
+func (s *Store) insertQueue(ctx context.Context, tx pgx.Tx, ref domain.QueueRef, raw []byte) error {
+	if limit := s.maxQueues(ref.Tenant); limit > 0 {
+		var others int64
+		var exists bool
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('comb_tenant_queues:' || $1, 0))`, ref.Tenant); err != nil {
+			return err
+		}
+		err := tx.QueryRow(ctx, `
+			SELECT count(*) FILTER (WHERE name <> $2), coalesce(bool_or(name = $2), false)
+			FROM comb_queues WHERE tenant = $1`, ref.Tenant, ref.Name).Scan(&others, &exists)
+		if err != nil {
+			return err
+		}
+		if !exists && others >= limit {
+			return domain.RetryAfter(fmt.Errorf("%w: tenant %q has %d queues; its max_queues is %d",
+				domain.ErrLimit, ref.Tenant, others, limit), QuotaRetryAfter)
+		}
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO comb_queues (tenant, name, config) VALUES ($1, $2, $3) ON CONFLICT (tenant, name) DO NOTHING`,
+		ref.Tenant, ref.Name, raw)
+	return err
+}
+
+// maxQueues is a tenant's max_queues, 0 for none.
+func (s *Store) maxQueues(tenant string) int64 {
+	if s.queueLimit == nil {
+		return 0
+	}
+	return s.queueLimit(tenant)
+}
+
+// QuotaRetryAfter is when a request refused by a tenant's max_queues may
+// try again: a hint, as nothing tells when a queue will be deleted.
+const QuotaRetryAfter = time.Second
+
+// TenantUsage is what a tenant holds: its queues and their retained bytes.
+type TenantUsage struct {
+	Queues int64
+	Bytes  int64
+}
+
+// TenantUsage reads what each of tenants holds. A tenant without queues is
+// missing from the map. It reads every partition of those tenants: call it
+// for the tenants that have limits, every few seconds at most.
+func (s *Store) TenantUsage(ctx context.Context, tenants []string) (map[string]TenantUsage, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT q.tenant, count(DISTINCT q.id), coalesce(sum(p.retained_bytes), 0)::bigint
+		FROM comb_queues q LEFT JOIN comb_partitions p ON p.queue_id = q.id
+		WHERE q.tenant = ANY($1) GROUP BY q.tenant`, tenants)
+	if err != nil {
+		return nil, fmt.Errorf("tenant usage: %w", classify(err))
+	}
+	out := map[string]TenantUsage{}
+	var t string
+	var u TenantUsage
+	if _, err := pgx.ForEachRow(rows, []any{&t, &u.Queues, &u.Bytes}, func() error {
+		out[t] = u
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("tenant usage: %w", classify(err))
+	}
+	return out, nil
+}
+
 // Configure creates the queue if needed, merges patch into its settings and
 // returns them. An out-of-range value is an domain.ErrInvalid naming the field.
 func (s *Store) Configure(ctx context.Context, ref domain.QueueRef, patch domain.ConfigPatch) (domain.QueueConfig, error) {
 	var out queueRow
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO comb_queues (tenant, name, config) VALUES ($1, $2, $3) ON CONFLICT (tenant, name) DO NOTHING`,
-			ref.Tenant, ref.Name, encodeConfig(domain.DefaultQueueConfig())); err != nil {
+		if err := s.insertQueue(ctx, tx, ref, encodeConfig(domain.DefaultQueueConfig())); err != nil {
 			return err
 		}
 		var raw []byte
@@ -141,7 +228,7 @@ func (s *Store) Configure(ctx context.Context, ref domain.QueueRef, patch domain
 		return err
 	})
 	if err != nil {
-		if errors.Is(err, domain.ErrInvalid) {
+		if errors.Is(err, domain.ErrInvalid) || errors.Is(err, domain.ErrLimit) {
 			return domain.QueueConfig{}, err
 		}
 		return domain.QueueConfig{}, fmt.Errorf("configure %q: %w", ref.Name, classify(err))

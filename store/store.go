@@ -48,7 +48,11 @@ type Options struct {
 	// read again; 0 means DefaultQueueCacheTTL. A configure on another bridge takes effect
 	// here within this time.
 	QueueCacheTTL time.Duration
-	Logger        *slog.Logger
+	// MaxQueues returns a tenant's most queues, 0 for no limit; nil means
+	// no tenant has one. A push or configure that would create a queue
+	// past it is refused with domain.ErrLimit.
+	MaxQueues func(tenant string) int64
+	Logger    *slog.Logger
 }
 
 // Store is Comb's PostgreSQL log engine. It is safe for concurrent use.
@@ -58,6 +62,8 @@ type Store struct {
 	popPool *pgxpool.Pool
 	log     *slog.Logger
 	ttl     time.Duration
+
+	queueLimit func(tenant string) int64
 
 	mu     sync.Mutex
 	queues map[domain.QueueRef]cachedQueue
@@ -123,9 +129,11 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		popPool: popPool,
 		log:     log,
 		ttl:     ttl,
-		queues:  map[domain.QueueRef]cachedQueue{},
-		parts:   map[partKey]int64{},
-		groups:  map[groupKey]struct{}{},
+
+		queueLimit: opts.MaxQueues,
+		queues:     map[domain.QueueRef]cachedQueue{},
+		parts:      map[partKey]int64{},
+		groups:     map[groupKey]struct{}{},
 	}, nil
 }
 

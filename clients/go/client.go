@@ -352,6 +352,9 @@ func replyError(code string, reply *nats.Msg) *Error {
 	if len(reply.Data) > 0 && json.Unmarshal(reply.Data, &body) == nil && body.Error.Message != "" {
 		e.Message = body.Error.Message
 	}
+	if ms, err := strconv.ParseInt(reply.Header.Get(protocol.HeaderRetryAfterMS), 10, 64); err == nil && ms > 0 {
+		e.RetryAfterMS = ms
+	}
 	if e.Message == "" {
 		e.Message = "error " + code
 	}

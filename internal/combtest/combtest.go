@@ -193,7 +193,11 @@ func AddBridge(t testing.TB, env *Env, cfg bridge.Config) *bridge.Bridge {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	st, err := store.Open(ctx, env.PostgresURL, store.Options{})
+	// The store counts queues against the same max_queues, as a second
+	// broker with the same configuration would.
+	st, err := store.Open(ctx, env.PostgresURL, store.Options{
+		MaxQueues: func(tenant string) int64 { return cfg.Quotas.Of(tenant).MaxQueues },
+	})
 	require.NoError(t, err, "open store")
 	t.Cleanup(st.Close)
 	require.NoError(t, st.Migrate(ctx), "migrate store")

@@ -301,8 +301,9 @@ func TestDecodeDLQ(t *testing.T) {
 
 func TestErrorBody(t *testing.T) {
 	t.Parallel()
-	require.Equal(t, `{"error":{"code":400,"message":"bad \"name\"\n"}}`, string(ErrorBody(400, "bad \"name\"\n")))
+	require.Equal(t, `{"error":{"code":400,"message":"bad \"name\"\n"}}`, string(ErrorBody(400, "bad \"name\"\n", 0)))
 	var body protocol.ErrorReply
-	require.NoError(t, json.Unmarshal(ErrorBody(413, "too big: <5>"), &body))
+	require.NoError(t, json.Unmarshal(ErrorBody(413, "too big: <5>", 0), &body))
 	require.Equal(t, protocol.ErrorBody{Code: 413, Message: "too big: <5>"}, body.Error)
+	require.Equal(t, `{"error":{"code":429,"message":"slow down","retry_after_ms":250}}`, string(ErrorBody(429, "slow down", 250)))
 }

@@ -23,9 +23,10 @@ func badRequest(format string, args ...any) *protocol.Error {
 }
 
 // ErrorBody returns the protocol's error body, protocol.ErrorReply:
-// {"error":{"code":400,"message":"…"}}.
-func ErrorBody(code int, message string) []byte {
-	b, err := json.Marshal(protocol.ErrorReply{Error: protocol.ErrorBody{Code: code, Message: message}})
+// {"error":{"code":400,"message":"…"}}, with "retry_after_ms" when
+// retryAfterMS is positive.
+func ErrorBody(code int, message string, retryAfterMS int64) []byte {
+	b, err := json.Marshal(protocol.ErrorReply{Error: protocol.ErrorBody{Code: code, Message: message, RetryAfterMS: retryAfterMS}})
 	if err != nil {
 		panic(err) // an int and a string
 	}
