@@ -715,13 +715,22 @@ func retryAfterMS(err error) int64 {
 	return 0
 }
 
-// errorOf maps an error to its wire code and message. Anything that is not
-// a protocol error or a store sentinel is a bug: it is logged with a
-// request id, which the message carries so that a client's report finds
-// the log line.
+// errorOf maps an error to its wire code and message. PostgreSQL being
+// unavailable, and anything that is not a protocol error or a store
+// sentinel (a bug), is answered with a generic message and a request id,
+// and logged in full under that id, so that a client's report finds the
+// log line and the reply names no host, user or URL.
 func (b *Bridge) errorOf(subject string, err error) (int, string) {
 	if we, ok := protocol.AsError(err); ok {
 		return we.Code, we.Message
+	}
+	if errors.Is(err, domain.ErrUnavailable) {
+		// The error quotes what pgx says, hosts, ports, users and
+		// databases included: the client learns what failed and an id,
+		// the log has the rest under that id.
+		id := nuid.Next()
+		b.log.Warn("postgresql unavailable", "request_id", id, "subject", subject, "err", err)
+		return protocol.CodeUnavailable, domain.ErrUnavailable.Error() + ", retry later, request id " + id
 	}
 	for _, m := range []struct {
 		sentinel error
@@ -732,7 +741,6 @@ func (b *Bridge) errorOf(subject string, err error) (int, string) {
 		{domain.ErrConflict, protocol.CodeConflict},
 		{domain.ErrTooLarge, protocol.CodeTooLarge},
 		{domain.ErrLimit, protocol.CodeTooMany},
-		{domain.ErrUnavailable, protocol.CodeUnavailable},
 	} {
 		if errors.Is(err, m.sentinel) {
 			return m.code, err.Error()

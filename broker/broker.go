@@ -12,7 +12,9 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"net/url"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,9 +31,12 @@ type Broker struct {
 	cfg   Config
 	log   *slog.Logger
 	pgURL string
-	st    *store.Store
-	srv   *embeddednats.Server
-	br    *bridge.Bridge
+	// pgLogURL is pgURL fit for a log: the private cluster's URL that
+	// names its password file, or the configured URL redacted.
+	pgLogURL string
+	st       *store.Store
+	srv      *embeddednats.Server
+	br       *bridge.Bridge
 
 	undo     []func() // what Start built, undone in reverse by Stop
 	stopOnce sync.Once
@@ -77,9 +82,10 @@ func (b *Broker) start(ctx context.Context) error {
 			}
 			log.Info("private postgresql stopped")
 		})
-		b.pgURL = cl.URL()
+		b.pgURL, b.pgLogURL = cl.URL(), cl.PassfileURL()
 	} else {
-		log.Info("using postgresql", "url", RedactURL(b.pgURL))
+		b.pgLogURL = RedactURL(b.pgURL)
+		log.Info("using postgresql", "url", b.pgLogURL)
 	}
 
 	quotas := cfg.Bridge.Quotas
@@ -208,9 +214,15 @@ func (b *Broker) ClientURL() string { return b.srv.ClientURL() }
 func (b *Broker) MonitorURL() string { return b.srv.MonitorURL() }
 
 // PostgresURL returns the URL of the PostgreSQL the store uses: the
-// configured one, or the private cluster's. It may hold a password; log
-// it through RedactURL.
+// configured one, or the private cluster's. It may hold a password: log
+// LogPostgresURL instead.
 func (b *Broker) PostgresURL() string { return b.pgURL }
+
+// LogPostgresURL returns PostgresURL without its password, fit for a log:
+// for the private cluster, a URL that names the cluster's password file
+// (pgx and psql read it; only root and the server's OS user can), so that
+// what `comb serve` logs is enough for `comb loadtest -postgres-url`.
+func (b *Broker) LogPostgresURL() string { return b.pgLogURL }
 
 // Prefix returns the first token of every subject the bridge serves.
 func (b *Broker) Prefix() string { return b.cfg.Bridge.WithDefaults().Prefix }
@@ -234,7 +246,8 @@ func RedactURL(s string) string {
 }
 
 // servePprof serves the net/http/pprof handlers, for profiling a broker
-// under load; it returns a function that stops the listener.
+// under load; it returns a function that stops the listener. Validate has
+// made sure addr is a loopback address.
 func servePprof(addr string, log *slog.Logger) (func(), error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -242,7 +255,7 @@ func servePprof(addr string, log *slog.Logger) (func(), error) {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/cmdline", redactedCmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
@@ -254,4 +267,51 @@ func servePprof(addr string, log *slog.Logger) (func(), error) {
 	}()
 	log.Info("pprof listening", "url", "http://"+ln.Addr().String()+"/debug/pprof/")
 	return func() { _ = srv.Close() }, nil
+}
+
+// redactedCmdline is pprof.Cmdline with secrets hidden: the command line
+// may carry -postgres-url with its password.
+func redactedCmdline(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	fmt.Fprint(w, strings.Join(RedactArgs(os.Args), "\x00"))
+}
+
+// RedactArgs returns a command line with every URL's password, and the
+// value of every flag whose name says password, token, secret or creds,
+// replaced by xxxxx.
+func RedactArgs(args []string) []string {
+	out := make([]string, len(args))
+	secretFlag := func(a string) bool {
+		name := strings.ToLower(strings.TrimLeft(a, "-"))
+		return strings.HasPrefix(a, "-") && (strings.Contains(name, "password") || strings.Contains(name, "token") ||
+			strings.Contains(name, "secret") || strings.Contains(name, "creds"))
+	}
+	for i, a := range args {
+		switch name, _, hasValue := strings.Cut(a, "="); {
+		case secretFlag(name) && hasValue:
+			out[i] = name + "=xxxxx"
+		case i > 0 && secretFlag(args[i-1]) && !strings.Contains(args[i-1], "="):
+			out[i] = "xxxxx"
+		default:
+			out[i] = redactURLs(a)
+		}
+	}
+	return out
+}
+
+// redactURLs hides the password of a URL in a (-flag=)value.
+func redactURLs(a string) string {
+	prefix, v := "", a
+	if strings.HasPrefix(a, "-") {
+		if name, val, ok := strings.Cut(a, "="); ok {
+			prefix, v = name+"=", val
+		}
+	}
+	if u, err := url.Parse(v); err == nil && u.User != nil {
+		if _, has := u.User.Password(); has {
+			return prefix + u.Redacted()
+		}
+	}
+	return a
 }

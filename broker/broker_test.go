@@ -4,6 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -133,4 +139,54 @@ func TestStartFailsCleanly(t *testing.T) {
 // testLogger writes the broker's log into the test's output.
 func testLogger(t *testing.T) *slog.Logger {
 	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// TestMonitoringLoopbackByDefault: with clients on every interface and no
+// host named for monitoring, /varz answers on 127.0.0.1 and on no other
+// address of the machine.
+func TestMonitoringLoopbackByDefault(t *testing.T) {
+	t.Parallel()
+	c := testConfig(t)
+	c.NATS.Host = "0.0.0.0"
+	c.NATS.HTTPPort = -1
+	b := start(t, c)
+	u, err := url.Parse(b.MonitorURL())
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1", u.Hostname())
+	require.Equal(t, "127.0.0.1", b.Server().NATS().MonitorAddr().IP.String(), "bound to loopback, not just shown so")
+	resp, err := http.Get(b.MonitorURL() + "/varz")
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+
+	addrs, err := net.InterfaceAddrs()
+	require.NoError(t, err)
+	for _, a := range addrs {
+		ipn, ok := a.(*net.IPNet)
+		if !ok || ipn.IP.IsLoopback() || ipn.IP.To4() == nil {
+			continue
+		}
+		conn, err := net.DialTimeout("tcp", net.JoinHostPort(ipn.IP.String(), u.Port()), 2*time.Second)
+		if err == nil {
+			_ = conn.Close()
+		}
+		require.Error(t, err, "monitoring must not answer on %s", ipn.IP)
+	}
+}
+
+// TestPprofCmdlineRedacted: the command line pprof serves hides passwords.
+func TestPprofCmdlineRedacted(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, []string{
+		"comb", "serve", "-postgres-url", "postgres://u:xxxxx@db:5432/comb",
+		"--postgres-url=postgres://u:xxxxx@db/comb", "-nats-token", "xxxxx", "-password=xxxxx",
+		"postgres://nopass@db/comb", "-data-dir", "/d",
+	}, RedactArgs([]string{
+		"comb", "serve", "-postgres-url", "postgres://u:sekrit@db:5432/comb",
+		"--postgres-url=postgres://u:sekrit@db/comb", "-nats-token", "sekrit", "-password=sekrit",
+		"postgres://nopass@db/comb", "-data-dir", "/d",
+	}))
+	rec := httptest.NewRecorder()
+	redactedCmdline(rec, httptest.NewRequest(http.MethodGet, "/debug/pprof/cmdline", nil))
+	require.Equal(t, strings.Join(RedactArgs(os.Args), "\x00"), rec.Body.String())
 }

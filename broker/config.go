@@ -116,7 +116,7 @@ func (c Config) Validate() error {
 		bad("sweep_interval", "%s: want between 10ms and 1h", c.SweepInterval)
 	}
 	if c.Pprof != "" {
-		if _, _, err := net.SplitHostPort(c.Pprof); err != nil {
+		if err := checkLoopback(c.Pprof); err != nil {
 			bad("pprof", "%q: %v", c.Pprof, err)
 		}
 	}
@@ -157,6 +157,26 @@ func (c Config) Validate() error {
 	}
 	sortErrors(errs)
 	return errors.Join(errs...)
+}
+
+// checkLoopback accepts host:port whose host is a loopback IP or localhost:
+// pprof has no authentication and shows the process's insides (goroutine
+// stacks, heap), so it is never served to the network.
+func checkLoopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if strings.EqualFold(host, "localhost") {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	if host == "" {
+		host = "every interface"
+	}
+	return fmt.Errorf("pprof has no authentication and serves loopback only: want 127.0.0.1, ::1 or localhost, not %s", host)
 }
 
 // natsConfig is c.NATS with the monitoring default applied: DefaultMonitorPort

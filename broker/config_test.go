@@ -61,6 +61,25 @@ func TestValidateReportsEverything(t *testing.T) {
 	}
 }
 
+// TestPprofLoopbackOnly: pprof has no authentication, so Validate refuses
+// an address the network can reach.
+func TestPprofLoopbackOnly(t *testing.T) {
+	t.Parallel()
+	for _, addr := range []string{"0.0.0.0:6060", ":6060", "[::]:6060", "10.1.2.3:6060", "example.com:6060"} {
+		c := DefaultConfig()
+		c.Pprof = addr
+		err := c.Validate()
+		require.Error(t, err, addr)
+		require.Contains(t, err.Error(), "-pprof", addr)
+		require.Contains(t, err.Error(), "loopback only", addr)
+	}
+	for _, addr := range []string{"127.0.0.1:6060", "[::1]:6060", "localhost:0", "127.0.0.2:6060"} {
+		c := DefaultConfig()
+		c.Pprof = addr
+		require.NoError(t, c.Validate(), addr)
+	}
+}
+
 func TestSettingsTable(t *testing.T) {
 	t.Parallel()
 	seen := map[string]bool{}

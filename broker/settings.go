@@ -104,7 +104,7 @@ var settings = []Setting{
 		Usage: "how often retention (completed_retention_s, max_age_s) and dedup expiry run",
 		bind:  func(c *Config) flag.Value { return (*durationValue)(&c.SweepInterval) }},
 	{Key: "pprof", Group: GroupGeneral, kind: kindString,
-		Usage: "serve Go's pprof profiles on this host:port (e.g. 127.0.0.1:6060); empty is off",
+		Usage: "serve Go's pprof profiles on this loopback host:port (127.0.0.1, ::1 or localhost, e.g. 127.0.0.1:6060); empty is off",
 		bind:  func(c *Config) flag.Value { return (*stringValue)(&c.Pprof) }},
 
 	// PostgreSQL.
@@ -133,7 +133,7 @@ var settings = []Setting{
 			return &listenValue{host: &c.NATS.Host, port: &c.NATS.Port}
 		}},
 	{Key: "nats_http", Group: GroupNATS, kind: kindInt, Default: strconv.Itoa(DefaultMonitorPort),
-		Usage: "NATS monitoring port (/varz, /connz) on the listen host; 0 turns it off " +
+		Usage: "NATS monitoring port (/varz, /connz), on 127.0.0.1 unless the file's http names a host; 0 turns it off " +
 			"(overrides the file's http, http_port, monitor_port; the default applies when the file has none)",
 		bind: func(c *Config) flag.Value { return (*monitorValue)(&c.NATS.HTTPPort) }},
 	{Key: "server_name", Group: GroupNATS, kind: kindString,

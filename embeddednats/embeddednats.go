@@ -66,7 +66,9 @@ type Config struct {
 	DontListen bool
 
 	// HTTPHost is the monitoring listen address; "" means the Options',
-	// else the client listen host.
+	// else DefaultHost (127.0.0.1) whatever the client listen host:
+	// monitoring has no authentication, so it reaches the network only
+	// when a setting or the file's http says so.
 	HTTPHost string
 	// HTTPPort is the monitoring port (/varz, /connz, ...): 0 means the
 	// Options' (off without them), -1 a random free port, NoMonitoring off.
@@ -230,7 +232,7 @@ func (cfg Config) options() (*server.Options, error) {
 	opts.DontListen = opts.DontListen || cfg.DontListen
 	setStr(&opts.HTTPHost, cfg.HTTPHost)
 	if opts.HTTPHost == "" {
-		opts.HTTPHost = opts.Host
+		opts.HTTPHost = DefaultHost
 	}
 	switch cfg.HTTPPort {
 	case 0:

@@ -220,7 +220,7 @@ func TestOptionsBase(t *testing.T) {
 	require.Equal(t, 4333, o.Port)
 	require.Equal(t, int32(1<<20), o.MaxPayload)
 	require.Equal(t, 9222, o.HTTPPort)
-	require.Equal(t, "0.0.0.0", o.HTTPHost, "monitoring on the listen host")
+	require.Equal(t, DefaultHost, o.HTTPHost, "monitoring on loopback, though clients listen on every interface")
 	require.Equal(t, "from-file", o.ServerName)
 	require.Equal(t, 30*time.Second, o.LameDuckDuration)
 	require.Equal(t, "c", o.Cluster.Name)
@@ -237,6 +237,12 @@ func TestOptionsBase(t *testing.T) {
 	require.Equal(t, "d", o.Cluster.Name)
 	require.Equal(t, 6333, o.Cluster.Port, "the file's route listener stays")
 	require.Equal(t, 4333, file.Port, "the file's options are not changed")
+
+	// The file's http names the monitoring host: that one applies.
+	o, err = Config{Options: fileOptions(t, "listen: 127.0.0.1:4333\nhttp: 0.0.0.0:9222\n")}.options()
+	require.NoError(t, err)
+	require.Equal(t, "0.0.0.0", o.HTTPHost)
+	require.Equal(t, 9222, o.HTTPPort)
 }
 
 // TestAuthFromOptions: the in-process connection gets past every kind of

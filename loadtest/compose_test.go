@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"gopkg.in/yaml.v3"
 
+	"github.com/combmq/comb/broker"
 	"github.com/combmq/comb/internal/cli"
 )
 
@@ -101,16 +103,32 @@ func parsesWithRealFlags(t *testing.T, cmd string, args []string) {
 	}
 }
 
-// containerPort returns the container side of a "host:container" mapping.
+// containerPorts maps the container side of "[host_ip:]host:container"
+// mappings to their host side.
 func containerPorts(t *testing.T, ports []string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	for _, p := range ports {
-		host, ctr, ok := strings.Cut(p, ":")
-		require.True(t, ok, "port mapping %q", p)
-		out[ctr] = host
+		i := strings.LastIndexByte(p, ':')
+		require.Positive(t, i, "port mapping %q", p)
+		out[p[i+1:]] = p[:i]
 	}
 	return out
+}
+
+// requiredVar matches a compose interpolation of a variable that must be
+// set, with no default: ${NAME:?message}. It gives the variable's name.
+var requiredVar = regexp.MustCompile(`\$\{([A-Z][A-Z0-9_]*):\?[^}]+\}`)
+
+// secretFrom returns the variable a secret's value is taken from, and
+// fails unless the value is exactly a required interpolation: no fixed
+// password, no default one.
+func secretFrom(t *testing.T, what, value string) string {
+	t.Helper()
+	m := requiredVar.FindStringSubmatch(value)
+	require.NotNil(t, m, "%s = %q: want ${VAR:?message}, not a fixed value", what, value)
+	require.Equal(t, m[0], value, "%s is the variable alone", what)
+	return m[1]
 }
 
 func TestComposeFile(t *testing.T) {
@@ -127,7 +145,7 @@ func TestComposeFile(t *testing.T) {
 	pg := f.Services["postgres"]
 	require.Empty(t, pg.Profiles, "postgres runs in plain `docker compose up`")
 	require.True(t, strings.HasPrefix(pg.Image, "postgres:15"), "the major version the tests run against")
-	require.Equal(t, "5432", containerPorts(t, pg.Ports)["5432"])
+	require.Empty(t, pg.Ports, "PostgreSQL's port is not published")
 	require.NotEmpty(t, pg.Healthcheck)
 	require.Equal(t, "postgres", pg.Command[0])
 	settings := map[string]string{}
@@ -147,6 +165,7 @@ func TestComposeFile(t *testing.T) {
 	for _, k := range []string{"POSTGRES_USER", "POSTGRES_PASSWORD", "POSTGRES_DB"} {
 		require.NotEmpty(t, pg.Environment[k], k)
 	}
+	pgPassword := secretFrom(t, "postgres POSTGRES_PASSWORD", pg.Environment["POSTGRES_PASSWORD"])
 
 	// Comb, built from the repository's Dockerfile.
 	cb := f.Services["comb"]
@@ -163,16 +182,26 @@ func TestComposeFile(t *testing.T) {
 	require.NoError(t, err)
 	ports := containerPorts(t, cb.Ports)
 	require.Contains(t, ports, natsPort, "the NATS port is published")
-	require.Contains(t, ports, serve["nats-http"], "the monitoring port is published")
+	require.Equal(t, "127.0.0.1:"+serve["nats-http"], ports[serve["nats-http"]],
+		"the monitoring port (no authentication) is published on the host's loopback only")
 	pgURL, err := url.Parse(serve["postgres-url"])
 	require.NoError(t, err)
 	require.Equal(t, "postgres", pgURL.Hostname(), "serve reaches the postgres service")
 	require.Equal(t, "5432", pgURL.Port())
 	require.Equal(t, pg.Environment["POSTGRES_USER"], pgURL.User.Username())
-	pw, _ := pgURL.User.Password()
-	require.Equal(t, pg.Environment["POSTGRES_PASSWORD"], pw)
+	_, inURL := pgURL.User.Password()
+	require.False(t, inURL, "no password on the command line")
+	require.Equal(t, pgPassword, secretFrom(t, "comb PGPASSWORD", cb.Environment["PGPASSWORD"]),
+		"pgx reads the database password from PGPASSWORD")
 	require.Equal(t, "/"+pg.Environment["POSTGRES_DB"], pgURL.Path)
 	require.True(t, hasMount(cb.Volumes, serve["data-dir"]), "the data directory is a volume")
+
+	// NATS authentication: the mounted comb.conf requires the token that
+	// the environment gives.
+	tokenVar := secretFrom(t, "comb COMB_NATS_TOKEN", cb.Environment["COMB_NATS_TOKEN"])
+	require.Equal(t, "COMB_NATS_TOKEN", tokenVar)
+	require.True(t, hasMount(cb.Volumes, serve["config"]), "the configuration file is mounted")
+	requireTokenAuth(t, "../deploy/comb.conf", tokenVar)
 
 	// The loader, only under the soak profile.
 	lt := f.Services["loadtest"]
@@ -182,10 +211,17 @@ func TestComposeFile(t *testing.T) {
 	require.Equal(t, "loadtest", lt.Command[0])
 	parsesWithRealFlags(t, "loadtest", lt.Command[1:])
 	load := flagValues(t, lt.Command[1:])
-	natsURL, err := url.Parse(load["nats"])
+	require.NotContains(t, load, "nats", "the NATS URL, token and all, comes from the environment")
+	// What compose makes of the URL once the variables are set.
+	natsEnv := requiredVar.ReplaceAllStringFunc(lt.Environment[cli.EnvName("nats")], func(ref string) string {
+		return "value-of-" + requiredVar.FindStringSubmatch(ref)[1]
+	})
+	natsURL, err := url.Parse(natsEnv)
 	require.NoError(t, err)
 	require.Equal(t, "comb", natsURL.Hostname(), "the loader reaches the comb service")
 	require.Equal(t, natsPort, natsURL.Port())
+	require.Equal(t, "value-of-"+tokenVar, natsURL.User.Username(), "the loader gives comb's token")
+	require.Equal(t, pgPassword, secretFrom(t, "loadtest PGPASSWORD", lt.Environment["PGPASSWORD"]))
 	require.Equal(t, serve["postgres-url"], load["postgres-url"], "the sampler reads the broker's database")
 	require.Equal(t, "service:comb", lt.Pid, "the sampler sees comb's process")
 	require.Equal(t, "1", load["broker-pid"], "comb is pid 1 of its container")
@@ -199,6 +235,25 @@ func TestComposeFile(t *testing.T) {
 	for _, v := range []string{"pgdata", "combdata"} {
 		require.Contains(t, f.Volumes, v)
 	}
+}
+
+// requireTokenAuth loads a configuration file through comb serve's loader,
+// with the token variable defined, and checks that NATS requires the token.
+func requireTokenAuth(t *testing.T, path, tokenVar string) {
+	t.Helper()
+	body, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.NotRegexp(t, `(?im)^\s*[a-z_]*(token|password)\s*[:=]\s*[^$\s]`, string(body), "no fixed secret in %s", path)
+	// nats-server resolves $VAR from the file's own variables before the
+	// environment: define it in a copy, which keeps the test parallel.
+	copyPath := filepath.Join(t.TempDir(), "comb.conf")
+	require.NoError(t, os.WriteFile(copyPath, append([]byte(tokenVar+": \"t0ken-from-env\"\n"), body...), 0o600))
+	cfg := broker.DefaultConfig()
+	_, err = cfg.LoadFile(copyPath)
+	require.NoError(t, err)
+	require.NoError(t, cfg.Validate())
+	require.Equal(t, "t0ken-from-env", cfg.NATS.Options.Authorization, "NATS requires the token")
+	require.Equal(t, "0.0.0.0", cfg.NATS.Options.HTTPHost, "monitoring reaches the container's network (the host publishes it on loopback)")
 }
 
 func hasMount(volumes []string, target string) bool {
@@ -243,6 +298,8 @@ func TestDockerfile(t *testing.T) {
 	require.Regexp(t, `(?m)^EXPOSE .*\b4222\b`, df)
 	require.Contains(t, df, "COPY --from=build /out/comb /usr/local/bin/comb")
 
+	require.Contains(t, df, "COPY deploy/comb.conf /etc/comb/comb.conf", "the image has the configuration that turns authentication on")
+
 	// The image's default command is a valid `comb serve`.
 	cmd := regexp.MustCompile(`(?m)^CMD \[(.*)\]`).FindStringSubmatch(df)
 	require.NotNil(t, cmd)
@@ -252,4 +309,5 @@ func TestDockerfile(t *testing.T) {
 	}
 	require.Equal(t, "serve", args[0])
 	parsesWithRealFlags(t, "serve", args[1:])
+	require.Equal(t, "/etc/comb/comb.conf", flagValues(t, args[1:])["config"], "authentication on by default")
 }

@@ -303,12 +303,14 @@ func (c *Config) validate() error {
 	}
 	if seen[TargetComb] {
 		if u, err := url.Parse(c.NATSURL); err != nil || u.Host == "" {
-			bad("nats %q: want a URL such as nats://127.0.0.1:4222", c.NATSURL)
+			bad("nats %q: want a URL such as nats://127.0.0.1:4222", redactNATSURL(c.NATSURL))
 		}
 	}
 	if c.PostgresURL != "" {
+		// url.Parse quotes the whole URL in its error: not that, since it
+		// may hold a password.
 		if _, err := url.Parse(c.PostgresURL); err != nil {
-			bad("postgres-url: %v", err)
+			bad("postgres-url: not a URL")
 		}
 	}
 	if c.BrokerPID < 0 {

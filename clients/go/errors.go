@@ -16,11 +16,12 @@ var (
 	ErrConflict = protocol.ErrConflict
 	// ErrTooLarge is code 413: a message or a request over its size limit.
 	ErrTooLarge = protocol.ErrTooLarge
-	// ErrLimit is code 429: a queue limit (max_messages, max_bytes) is
-	// reached, or the broker is overloaded; retry later.
+	// ErrLimit is code 429: a queue limit (max_messages, max_bytes) or a
+	// tenant's quota is reached, or the broker is overloaded; retry later
+	// (after Error.RetryAfterMS, when the reply says).
 	ErrLimit = protocol.ErrLimit
-	// ErrUnavailable is code 503: PostgreSQL is unreachable for an operation
-	// the spool cannot take, or the broker is stopping; retry later.
+	// ErrUnavailable is code 503: PostgreSQL is unreachable or too slow, or
+	// the broker is stopping; retry later.
 	ErrUnavailable = protocol.ErrUnavailable
 	// ErrInternal is code 500: a bug in the service; the message carries the
 	// request id the service logged it under.

@@ -24,8 +24,9 @@ const (
 	// StatusDuplicate: a message with the same ID was already stored in the
 	// partition within the queue's dedup window; Offset is the original's.
 	StatusDuplicate = protocol.StatusDuplicate
-	// StatusSpooled: PostgreSQL was unreachable and the message is durable in
-	// the broker's local disk spool; it has no offset yet.
+	// StatusSpooled is reserved for a disk spool that would hold messages
+	// while PostgreSQL is unreachable, without an offset yet. No broker
+	// sends it today; clients should accept it.
 	StatusSpooled = protocol.StatusSpooled
 )
 

@@ -26,6 +26,8 @@ for rev in "$base" "$new"; do
 	git -C "$top" worktree remove --force "$dir"
 done
 nats_port=24222 pg_port=25433
+# The private cluster wants its password (docs/security.md); passfile names
+# it, and a revision from before passwords ignores the missing file.
 run() { # rev index
 	local rev=$1 i=$2 data log
 	data=$(mktemp -d -t comb-ab-data.XXXXXX); chmod 755 "$data"
@@ -35,7 +37,7 @@ run() { # rev index
 	for _ in $(seq 300); do grep -q 'comb ready' "$log" && break; sleep 0.2; done
 	grep -q 'comb ready' "$log" || { echo "serve $rev did not start"; cat "$log"; kill $pid; exit 1; }
 	"$out/comb-$rev" loadtest -nats nats://127.0.0.1:$nats_port \
-		-postgres-url "postgres://postgres@127.0.0.1:$pg_port/comb?sslmode=disable" \
+		-postgres-url "postgres://postgres@127.0.0.1:$pg_port/comb?sslmode=disable&passfile=$data/postgres/comb-password" \
 		"${flags[@]}" -verify -report=false -out "$out/run-$rev-$i" >"$out/run-$rev-$i.out" 2>&1 || true
 	kill -INT $pid; wait $pid || true
 	rm -rf "$data"

@@ -5,7 +5,8 @@ pkill -INT -f " serve -data-dir /tmp/ab" ; sleep 3
 rm -rf /tmp/ab; mkdir -p /tmp/ab
 (cd /tmp/ab && /tmp/comb serve -data-dir /tmp/ab/data > /tmp/ab/serve.log 2>&1 &)
 for i in $(seq 1 60); do grep -q "comb ready" /tmp/ab/serve.log && break; sleep 0.5; done
-PG='postgres://postgres@127.0.0.1:5433/comb?sslmode=disable'
+# The private cluster wants its password: pgx and psql read it from the file.
+PG='postgres://postgres@127.0.0.1:5433/comb?sslmode=disable&passfile=/tmp/ab/data/postgres/comb-password'
 name=retention-10m
 echo "+ comb loadtest -queue $name -postgres-url $PG -rate 20000 -completed-retention 60s -duration 600s -verify -pop-partitions 4 -pop-batch 400" > /work/out/$name.out
 /tmp/comb loadtest -queue $name -postgres-url "$PG" -rate 20000 -completed-retention 60s -duration 600s -verify -pop-partitions 4 -pop-batch 400 -out /work/out/$name >> /work/out/$name.out 2>&1

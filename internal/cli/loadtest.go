@@ -9,10 +9,12 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/pprof"
 	"strings"
 	"syscall"
 
+	"github.com/combmq/comb/internal/pgcluster"
 	"github.com/combmq/comb/loadtest"
 )
 
@@ -36,7 +38,9 @@ order, 2 for bad flags.
 
 The broker's memory and CPU come from the process listening on -nats's port
 when it runs on this host (or -broker-pid); PostgreSQL's figures need
--postgres-url. Ctrl-C stops early and still prints the final figures and
+-postgres-url (the "postgres" URL that comb serve logs as ready works as it
+is: it names the private cluster's password file) or -data-dir, comb serve's
+data directory. Ctrl-C stops early and still prints the final figures and
 writes the files; a second Ctrl-C exits at once.`
 
 // parseLoadtest reads flags, then environment twins. Errors have been
@@ -46,6 +50,8 @@ func parseLoadtest(args []string, getenv func(string) string, w io.Writer) (load
 	fs := loadtestFlags(&cfg, w)
 	var extras loadtestExtras
 	fs.StringVar(&extras.cpuProfile, "cpuprofile", "", "write the loader's own CPU profile (pprof) to this file")
+	fs.StringVar(&extras.dataDir, "data-dir", "", "data directory of a `comb serve` on this host that runs a private PostgreSQL: "+
+		"the sampler finds its URL and password there (instead of -postgres-url; needs the right to read the password file)")
 	mode := fs.Lookup("mode")
 	targets := fs.Lookup("target")
 	syncs := fs.Lookup("jetstream-sync")
@@ -67,6 +73,20 @@ func parseLoadtest(args []string, getenv func(string) string, w io.Writer) (load
 		cfg.JetStreamSyncs = append(cfg.JetStreamSyncs, loadtest.JetStreamSync(s))
 	}
 	extras.logLevel = logLevel.Value.String()
+	if extras.dataDir != "" {
+		if cfg.PostgresURL != "" {
+			err := errors.New("-data-dir and -postgres-url both name the PostgreSQL to sample: give one")
+			fmt.Fprintf(w, "comb loadtest: %v\n", err)
+			return cfg, extras, err
+		}
+		u, err := pgcluster.URLFromDir(filepath.Join(extras.dataDir, "postgres"), "")
+		if err != nil {
+			err = fmt.Errorf("-data-dir: %w", err)
+			fmt.Fprintf(w, "comb loadtest: %v\n", err)
+			return cfg, extras, err
+		}
+		cfg.PostgresURL = u
+	}
 	return cfg, extras, nil
 }
 
@@ -75,6 +95,7 @@ func parseLoadtest(args []string, getenv func(string) string, w io.Writer) (load
 type loadtestExtras struct {
 	logLevel   string
 	cpuProfile string
+	dataDir    string
 }
 
 func loadtestFlags(cfg *loadtest.Config, w io.Writer) *flag.FlagSet {

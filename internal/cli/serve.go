@@ -155,7 +155,7 @@ func runServe(ctx context.Context, env Env, args []string) int {
 		log.Error("comb serve failed", "err", err)
 		return 1
 	}
-	attrs := []any{"nats", b.ClientURL(), "prefix", b.Prefix(), "postgres", broker.RedactURL(b.PostgresURL())}
+	attrs := []any{"nats", b.ClientURL(), "prefix", b.Prefix(), "postgres", b.LogPostgresURL()}
 	if u := b.MonitorURL(); u != "" {
 		attrs = append(attrs, "monitor", u)
 	}

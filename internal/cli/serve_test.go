@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -16,10 +17,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/combmq/comb/broker"
+	"github.com/combmq/comb/internal/pgcluster"
 )
 
 // childEnv makes the test binary act as `comb` (see TestMain), so the serve
@@ -154,6 +157,7 @@ func TestServeLifecycle(t *testing.T) {
 	p := startServe(t, args...)
 	require.Contains(t, p.out.String(), "initialized a new PostgreSQL cluster")
 	ping(t, p.natsURL)
+	checkPostgresLogged(t, p.out.String(), dataDir)
 	require.Equal(t, 0, p.stop(t, syscall.SIGINT))
 	out := p.out.String()
 	for _, want := range []string{"signal received, draining", "draining the bridge", "nats server stopped",
@@ -165,6 +169,65 @@ func TestServeLifecycle(t *testing.T) {
 	require.Contains(t, p.out.String(), "reusing PostgreSQL data directory")
 	ping(t, p.natsURL)
 	require.Equal(t, 0, p.stop(t, syscall.SIGTERM))
+}
+
+// checkPostgresLogged: the log of a serve on a private cluster never holds
+// the cluster's password, and the URL the ready line shows connects as it
+// is, as does the loader given the data directory.
+func checkPostgresLogged(t *testing.T, out, dataDir string) {
+	t.Helper()
+	pw, err := pgcluster.ReadPassword(filepath.Join(dataDir, "postgres"))
+	require.NoError(t, err)
+	require.NotContains(t, out, pw)
+	m := regexp.MustCompile(`msg="comb ready".* postgres="?([^"\s]+)`).FindStringSubmatch(out)
+	require.NotNil(t, m, out)
+	require.Contains(t, m[1], "passfile=")
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	for _, u := range []string{m[1], loaderURL(t, "-data-dir", dataDir), loaderURL(t, "-postgres-url", m[1])} {
+		conn, err := pgx.Connect(ctx, u)
+		require.NoError(t, err, "the loader's PostgreSQL URL connects")
+		require.NoError(t, conn.Close(ctx))
+	}
+}
+
+// loaderURL is the PostgreSQL URL `comb loadtest` would sample with args.
+func loaderURL(t *testing.T, args ...string) string {
+	t.Helper()
+	var out bytes.Buffer
+	cfg, _, err := parseLoadtest(args, envOf(nil), &out)
+	require.NoError(t, err, out.String())
+	return cfg.PostgresURL
+}
+
+func TestLoadtestDataDirErrors(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	_, _, err := parseLoadtest([]string{"-data-dir", t.TempDir()}, envOf(nil), &out)
+	require.Error(t, err)
+	require.Contains(t, out.String(), "-data-dir")
+	out.Reset()
+	_, _, err = parseLoadtest([]string{"-data-dir", t.TempDir(), "-postgres-url", "postgres://x@h/db"}, envOf(nil), &out)
+	require.Error(t, err)
+	require.Contains(t, out.String(), "give one")
+}
+
+// TestServeHidesPasswords: neither -h nor a configuration error shows the
+// password of a PostgreSQL URL given in a variable or a flag.
+func TestServeHidesPasswords(t *testing.T) {
+	t.Parallel()
+	env := envOf(map[string]string{"COMB_POSTGRES_URL": "postgres://u:sekrit1@db:5432/comb"})
+	var stdout, stderr bytes.Buffer
+	e := Env{Stdout: &stdout, Stderr: &stderr, Getenv: env, Exit: func(int) { t.Error("unexpected exit") }}
+	require.Equal(t, 0, Run(t.Context(), e, []string{"serve", "-h"}))
+	require.Contains(t, stderr.String(), "$COMB_POSTGRES_URL")
+	require.NotContains(t, stdout.String()+stderr.String(), "sekrit1")
+
+	stdout.Reset()
+	stderr.Reset()
+	require.Equal(t, 2, Run(t.Context(), e, []string{"serve", "-postgres-url", "postgres://u:sekrit2@db:notaport/comb"}))
+	require.Contains(t, stderr.String(), "-postgres-url")
+	require.NotContains(t, stdout.String()+stderr.String(), "sekrit2")
 }
 
 // TestServeBadPostgres checks that an unreachable PostgreSQL is a clean

@@ -4,22 +4,34 @@
 //
 // When the calling process is root, every PostgreSQL program runs as the
 // `postgres` OS user, because PostgreSQL refuses to run as root.
+//
+// The cluster is Comb's alone: every connection, over TCP on 127.0.0.1 or
+// over the Unix socket inside the 0700 data directory, must give the
+// superuser's password (scram-sha-256; pg_hba.conf has no trust line). The
+// password is random, made at initdb, and kept in PasswordFile, mode 0600
+// inside the data directory, so only the OS user that runs the server (and
+// root) can read it. A data directory made by an earlier Comb with trust
+// authentication gets a password and the new pg_hba.conf on its next start.
 package pgcluster
 
 import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -99,6 +111,7 @@ type Cluster struct {
 	timeout  time.Duration
 	log      *slog.Logger
 	logPath  string
+	password string // the superuser's, from PasswordFile
 
 	mu   sync.Mutex
 	proc *server // nil when stopped
@@ -131,8 +144,12 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		c.Stop()
 		return nil, err
 	}
+	// The URL that names the password file instead of holding the
+	// password: safe to log, and what psql or `comb loadtest -postgres-url`
+	// can use as it is (by a user allowed to read the file).
 	c.log.Info("postgresql ready", "addr", net.JoinHostPort("127.0.0.1", strconv.Itoa(c.port)),
-		"database", c.db, "dir", c.dir, "log", c.logPath)
+		"database", c.db, "dir", c.dir, "log", c.logPath, "password_file", c.PasswordFile(),
+		"connect", c.PassfileURL())
 	return c, nil
 }
 
@@ -186,10 +203,37 @@ func newCluster(opts Options) (*Cluster, error) {
 	return c, nil
 }
 
-// URL returns the connection URL of the cluster's database.
-func (c *Cluster) URL() string {
-	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", c.port, c.db)
+// URL returns the connection URL of the cluster's database, with the
+// superuser's password in it: pass it to pgx, never to a log (PassfileURL
+// is the one to show).
+func (c *Cluster) URL() string { return c.urlFor(c.db) }
+
+func (c *Cluster) urlFor(db string) string {
+	return clusterURL(c.port, db, url.UserPassword(superuser, c.password), nil)
 }
+
+// PassfileURL returns a connection URL of the cluster's database that
+// holds no password but names PasswordFile (libpq's and pgx's passfile
+// parameter), so it is safe to log and still connects for whoever may
+// read the file: root, and the OS user that runs the server.
+func (c *Cluster) PassfileURL() string {
+	return clusterURL(c.port, c.db, url.User(superuser), url.Values{"passfile": {c.PasswordFile()}})
+}
+
+func clusterURL(port int, db string, user *url.Userinfo, q url.Values) string {
+	if q == nil {
+		q = url.Values{}
+	}
+	q.Set("sslmode", "disable")
+	// A '/' may stand unescaped in a query: the passfile path stays legible.
+	u := url.URL{Scheme: "postgres", User: user, Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
+		Path: "/" + db, RawQuery: strings.ReplaceAll(q.Encode(), "%2F", "/")}
+	return u.String()
+}
+
+// PasswordFile returns the file that holds the superuser's password, in
+// the data directory.
+func (c *Cluster) PasswordFile() string { return filepath.Join(c.dir, PasswordFileName) }
 
 // Port returns the TCP port the cluster listens on.
 func (c *Cluster) Port() int { return c.port }
@@ -223,6 +267,12 @@ func (c *Cluster) prepare(ctx context.Context) error {
 		return fmt.Errorf("pgcluster: read PG_VERSION: %w", err)
 	}
 	if err := c.clearStale(); err != nil {
+		return err
+	}
+	if err := c.ensurePassword(ctx); err != nil {
+		return err
+	}
+	if err := c.writeHBA(); err != nil {
 		return err
 	}
 	return c.checkSettings(ctx)
@@ -322,8 +372,33 @@ func (c *Cluster) matchVersion(dataMajor string) error {
 		"install PostgreSQL %s, or use another data directory", c.dir, dataMajor, c.bin, binMajor, dataMajor)
 }
 
+// initdb creates the cluster with a fresh random superuser password and
+// password authentication for every connection, then keeps the password in
+// PasswordFile.
 func (c *Cluster) initdb(ctx context.Context) error {
-	args := []string{"-D", c.dir, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C"}
+	pw, err := newPassword()
+	if err != nil {
+		return err
+	}
+	// initdb reads the password from a file (a pipe's /dev/stdin is not
+	// the postgres user's to open), and wants the data directory empty:
+	// the file lives in a 0700 directory beside it for the run.
+	tmp, err := os.MkdirTemp(filepath.Dir(c.dir), ".comb-initdb-")
+	if err != nil {
+		return fmt.Errorf("pgcluster: initdb password file: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	pwFile := filepath.Join(tmp, "pw")
+	if err := c.writePrivate(pwFile, []byte(pw+"\n")); err != nil {
+		return fmt.Errorf("pgcluster: initdb password file: %w", err)
+	}
+	if c.cred != nil {
+		if err := os.Chown(tmp, int(c.cred.Uid), int(c.cred.Gid)); err != nil {
+			return fmt.Errorf("pgcluster: initdb password file: %w", err)
+		}
+	}
+	args := []string{"-D", c.dir, "-U", superuser, "--auth=scram-sha-256", "--pwfile=" + pwFile,
+		"-E", "UTF8", "--locale=C"}
 	if c.settings["fsync"] == "off" {
 		args = append(args, "--no-sync") // a throwaway cluster need not survive a power cut
 	}
@@ -332,10 +407,202 @@ func (c *Cluster) initdb(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("pgcluster: initdb %s: %w\n%s", c.dir, err, lastLines(out, 20))
 	}
+	// A crash before this line leaves a cluster without PasswordFile:
+	// the next start gives it a new password (ensurePassword).
+	if err := c.savePassword(pw); err != nil {
+		return err
+	}
 	c.created = true
 	c.log.Info("initialized a new PostgreSQL cluster", "dir", c.dir, "bin", c.bin,
-		"took", time.Since(start).Round(time.Millisecond))
+		"password_file", c.PasswordFile(), "took", time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// superuser is the role Comb connects as: the one initdb creates.
+const superuser = "postgres"
+
+// PasswordFileName is the file in the data directory that holds the
+// superuser's password, mode 0600, in the .pgpass format libpq and pgx
+// read (`*:*:*:postgres:<password>`), so that PGPASSFILE or a URL's
+// passfile parameter can name it.
+const PasswordFileName = "comb-password"
+
+// newPassword returns 192 random bits in hex: nothing to escape in a URL,
+// a .pgpass line or an SQL literal.
+func newPassword() (string, error) {
+	var b [24]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("pgcluster: generate a password: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+// savePassword writes pw to PasswordFile, atomically, and remembers it.
+func (c *Cluster) savePassword(pw string) error {
+	path := c.PasswordFile()
+	tmp := path + ".tmp"
+	if err := c.writePrivate(tmp, []byte("*:*:*:"+superuser+":"+pw+"\n")); err != nil {
+		return fmt.Errorf("pgcluster: write password file: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("pgcluster: write password file: %w", err)
+	}
+	c.password = pw
+	return nil
+}
+
+// writePrivate writes a 0600 file, synced, owned by the server's OS user.
+func (c *Cluster) writePrivate(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(0o600) // whatever the umask or an earlier file said
+	}
+	if err == nil && c.cred != nil {
+		err = f.Chown(int(c.cred.Uid), int(c.cred.Gid))
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// ReadPassword returns the superuser's password kept in a cluster's data
+// directory dir.
+func ReadPassword(dir string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(dir, PasswordFileName))
+	if err != nil {
+		return "", fmt.Errorf("pgcluster: read password: %w", err)
+	}
+	line, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
+	fields := strings.SplitN(line, ":", 5)
+	if len(fields) != 5 || fields[3] != superuser || fields[4] == "" {
+		return "", fmt.Errorf("pgcluster: password file %s: want one line *:*:*:%s:<password>",
+			filepath.Join(dir, PasswordFileName), superuser)
+	}
+	return fields[4], nil
+}
+
+// URLFromDir returns the connection URL, password included, of the
+// cluster running on data directory dir, for a program that was given the
+// directory rather than a URL (`comb loadtest -data-dir`): the port comes
+// from postmaster.pid, the password from PasswordFile. db "" means "comb".
+func URLFromDir(dir, db string) (string, error) {
+	if db == "" {
+		db = "comb"
+	}
+	pw, err := ReadPassword(dir)
+	if err != nil {
+		return "", err
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "postmaster.pid"))
+	if err != nil {
+		return "", fmt.Errorf("pgcluster: is PostgreSQL running on %s? %w", dir, err)
+	}
+	// Line 4 of postmaster.pid is the port.
+	lines := strings.Split(string(b), "\n")
+	port := 0
+	if len(lines) >= 4 {
+		port, _ = strconv.Atoi(strings.TrimSpace(lines[3]))
+	}
+	if port <= 0 {
+		return "", fmt.Errorf("pgcluster: %s: no port in postmaster.pid", dir)
+	}
+	return clusterURL(port, db, url.UserPassword(superuser, pw), nil), nil
+}
+
+// ensurePassword loads the superuser's password from PasswordFile. A data
+// directory without one (made by a Comb that trusted local connections,
+// or one that crashed between initdb and saving the password) gets a new
+// password, set in single-user mode: the server is not running (clearStale
+// came first) and single-user mode opens no socket, so no connection can
+// slip in while pg_hba.conf may still say trust.
+func (c *Cluster) ensurePassword(ctx context.Context) error {
+	pw, err := ReadPassword(c.dir)
+	if err == nil {
+		c.password = pw
+		return nil
+	}
+	if _, serr := os.Stat(c.PasswordFile()); !errors.Is(serr, os.ErrNotExist) {
+		return err // there but unreadable or malformed: do not overwrite
+	}
+	if pw, err = newPassword(); err != nil {
+		return err
+	}
+	cmd := c.tool(ctx, "postgres", "--single", "-D", c.dir,
+		"-c", "listen_addresses=", "-c", "unix_socket_directories=",
+		"-c", "password_encryption=scram-sha-256", "-c", "log_statement=none", superuser)
+	// On stdin, not in argv, which other users can read in /proc.
+	cmd.Stdin = strings.NewReader("ALTER ROLE " + superuser + " PASSWORD '" + pw + "';\n")
+	out, err := cmd.CombinedOutput()
+	if err == nil && (bytes.Contains(out, []byte("ERROR:")) || bytes.Contains(out, []byte("FATAL:"))) {
+		err = errors.New("the statement failed") // single-user mode exits 0 after a failed statement
+	}
+	if err != nil {
+		return fmt.Errorf("pgcluster: set a password on %s (single-user mode): %w\n%s", c.dir, err, lastLines(out, 20))
+	}
+	if err := c.savePassword(pw); err != nil {
+		return err
+	}
+	c.log.Warn("the PostgreSQL data directory had no password (made by an earlier Comb that trusted local connections): "+
+		"set a new superuser password", "dir", c.dir, "password_file", c.PasswordFile())
+	return nil
+}
+
+// hbaConf is the whole of the cluster's pg_hba.conf: a password for every
+// connection, local socket and loopback TCP, replication included.
+const hbaConf = `# Written by Comb (internal/pgcluster) at every start; edits are replaced.
+# Every connection must give the superuser's password (scram-sha-256),
+# which is in the file comb-password in this directory (mode 0600).
+# TYPE  DATABASE        USER            ADDRESS                 METHOD
+local   all             all                                     scram-sha-256
+host    all             all             127.0.0.1/32            scram-sha-256
+host    all             all             ::1/128                 scram-sha-256
+local   replication     all                                     scram-sha-256
+host    replication     all             127.0.0.1/32            scram-sha-256
+host    replication     all             ::1/128                 scram-sha-256
+`
+
+// writeHBA makes pg_hba.conf say hbaConf, replacing an earlier Comb's
+// trust lines (or any edit: the cluster is Comb's alone).
+func (c *Cluster) writeHBA() error {
+	path := filepath.Join(c.dir, "pg_hba.conf")
+	old, err := os.ReadFile(path)
+	if err == nil && string(old) == hbaConf {
+		return nil
+	}
+	tmp := path + ".tmp"
+	if err := c.writePrivate(tmp, []byte(hbaConf)); err != nil {
+		return fmt.Errorf("pgcluster: write pg_hba.conf: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("pgcluster: write pg_hba.conf: %w", err)
+	}
+	if hbaTrusts(old) {
+		c.log.Warn("replaced pg_hba.conf, which trusted local connections: a password is now required",
+			"path", path)
+	} else {
+		c.log.Info("wrote pg_hba.conf: a password is required for every connection", "path", path)
+	}
+	return nil
+}
+
+// hbaTrusts reports whether a pg_hba.conf has a line with the trust method.
+func hbaTrusts(conf []byte) bool {
+	for line := range strings.SplitSeq(string(conf), "\n") {
+		line, _, _ = strings.Cut(line, "#")
+		f := strings.Fields(line)
+		if len(f) >= 4 && slices.Contains(f[3:], "trust") {
+			return true
+		}
+	}
+	return false
 }
 
 // tool returns a command for a PostgreSQL program, run as the right user
@@ -474,7 +741,12 @@ func (c *Cluster) socketDir() string {
 func (c *Cluster) serverArgs() []string {
 	args := []string{"-D", c.dir, "-p", strconv.Itoa(c.port),
 		"-c", "listen_addresses=127.0.0.1",
+		// The socket is in the 0700 data directory, and the socket file
+		// itself is the owner's alone, as a second fence.
 		"-c", "unix_socket_directories=" + c.socketDir(),
+		"-c", "unix_socket_permissions=0700",
+		// The rules writeHBA wrote, whatever postgresql.conf says.
+		"-c", "hba_file=" + filepath.Join(c.dir, "pg_hba.conf"),
 	}
 	keys := make([]string, 0, len(c.settings))
 	for k := range c.settings {
@@ -607,8 +879,7 @@ func lastLines(b []byte, n int) []byte {
 func (c *Cluster) ensureDatabase(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	url := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", c.port)
-	conn, err := pgx.Connect(ctx, url)
+	conn, err := pgx.Connect(ctx, c.urlFor("postgres"))
 	if err != nil {
 		return fmt.Errorf("pgcluster: connect: %w", err)
 	}

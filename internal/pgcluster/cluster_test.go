@@ -8,7 +8,10 @@ import (
 	"net"
 	"os"
 	osexec "os/exec"
+	"os/user"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -218,4 +221,153 @@ func TestParseMajor(t *testing.T) {
 	}
 	_, ok := parseMajor("bash: postgres: not found")
 	require.False(t, ok)
+}
+
+// connectErr returns the error of connecting to url, nil if it connects.
+func connectErr(t *testing.T, url string) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	if err == nil {
+		_ = conn.Close(context.Background())
+	}
+	return err
+}
+
+// TestPasswordRequired: a new cluster has a random password in a 0600
+// file, no trust line, and refuses a connection without the password or
+// with a wrong one; the URLs it hands out connect.
+func TestPasswordRequired(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "data")
+	c := start(t, dir, nil)
+
+	st, err := os.Stat(c.PasswordFile())
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), st.Mode().Perm())
+	require.Equal(t, filepath.Join(dir, PasswordFileName), c.PasswordFile())
+	pw, err := ReadPassword(dir)
+	require.NoError(t, err)
+	require.Len(t, pw, 48)
+	hba, err := os.ReadFile(filepath.Join(dir, "pg_hba.conf"))
+	require.NoError(t, err)
+	require.False(t, hbaTrusts(hba), string(hba))
+	require.Equal(t, hbaConf, string(hba))
+
+	require.Contains(t, c.URL(), ":"+pw+"@", "Comb connects with no setup by hand")
+	require.Equal(t, 1, query(t, c.URL(), "SELECT 1"))
+	require.NotContains(t, c.PassfileURL(), pw, "the URL to log holds no password")
+	require.Equal(t, 1, query(t, c.PassfileURL(), "SELECT 1"), "the passfile URL connects")
+	fromDir, err := URLFromDir(dir, "")
+	require.NoError(t, err)
+	require.Equal(t, c.URL(), fromDir)
+
+	noPW := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/comb?sslmode=disable", c.Port())
+	require.Error(t, connectErr(t, noPW), "no password")
+	err = connectErr(t, fmt.Sprintf("postgres://postgres:wrong@127.0.0.1:%d/comb?sslmode=disable", c.Port()))
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "28P01", "invalid_password: %v", err)
+	if s := c.socketDir(); s != "" {
+		err = connectErr(t, fmt.Sprintf("host=%s port=%d user=postgres password=wrong dbname=comb", s, c.Port()))
+		require.Error(t, err, "the socket asks for the password too")
+		require.Equal(t, 1, query(t, fmt.Sprintf("host=%s port=%d user=postgres password=%s dbname=comb", s, c.Port(), pw),
+			"SELECT 1"), "the socket takes the password")
+	}
+
+	// Restarts and reuse keep the password.
+	require.NoError(t, c.Restart(t.Context(), true))
+	require.Equal(t, 1, query(t, c.URL(), "SELECT 1"))
+	require.NoError(t, c.Stop())
+	c2 := start(t, dir, nil)
+	require.Equal(t, c.password, c2.password)
+	require.Equal(t, 1, query(t, c2.URL(), "SELECT 1"))
+}
+
+// TestUpgradeTrustDirectory: a data directory made by an earlier Comb,
+// with initdb --auth=trust and no password file, gets a password and a
+// pg_hba.conf without trust on its next start, and keeps its data.
+func TestUpgradeTrustDirectory(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "data")
+	old, err := newCluster(Options{Dir: dir, Settings: TestSettings(), Logger: testLogger(t)})
+	require.NoError(t, err)
+	require.NoError(t, old.prepareDirs())
+	out, err := old.tool(t.Context(), "initdb", "-D", dir, "-U", "postgres", "--auth=trust",
+		"-E", "UTF8", "--locale=C", "--no-sync").CombinedOutput()
+	require.NoError(t, err, string(out))
+	hba, err := os.ReadFile(filepath.Join(dir, "pg_hba.conf"))
+	require.NoError(t, err)
+	require.True(t, hbaTrusts(hba), "the old way trusted local connections")
+	// A table written in the trust era, in single-user mode (no socket).
+	cmd := old.tool(t.Context(), "postgres", "--single", "-D", dir, "-c", "listen_addresses=",
+		"-c", "unix_socket_directories=", "postgres")
+	cmd.Stdin = strings.NewReader("CREATE TABLE kept (v int);\nINSERT INTO kept VALUES (7);\n")
+	out, err = cmd.CombinedOutput()
+	require.NoError(t, err, string(out))
+	_, err = os.Stat(filepath.Join(dir, PasswordFileName))
+	require.ErrorIs(t, err, os.ErrNotExist)
+
+	c := start(t, dir, nil)
+	require.False(t, c.Created())
+	hba, err = os.ReadFile(filepath.Join(dir, "pg_hba.conf"))
+	require.NoError(t, err)
+	require.Equal(t, hbaConf, string(hba))
+	st, err := os.Stat(c.PasswordFile())
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), st.Mode().Perm())
+	require.Equal(t, 7, query(t, c.urlFor("postgres"), "SELECT v FROM kept"))
+	require.Error(t, connectErr(t, fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", c.Port())),
+		"trust is gone")
+}
+
+// TestOtherOSUserRefused plays the attacker of the issue: another OS user
+// on the machine (nobody) runs psql against the cluster, over TCP on
+// 127.0.0.1 and over the Unix socket, and is refused both ways, while
+// Comb's URL connects. It needs root, to be someone else.
+func TestOtherOSUserRefused(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run psql as another OS user")
+	}
+	if _, err := user.Lookup("nobody"); err != nil {
+		t.Skip("no `nobody` OS user")
+	}
+	runuser, err := osexec.LookPath("runuser")
+	if err != nil {
+		t.Skip("no runuser")
+	}
+	dir := filepath.Join(t.TempDir(), "data")
+	c := start(t, dir, nil)
+	psql := filepath.Join(c.bin, "psql")
+	as := func(who string, env []string, args ...string) (string, error) {
+		cmd := osexec.CommandContext(t.Context(), runuser, append([]string{"-u", who, "--", psql, "-w", "-X", "-At"}, args...)...)
+		cmd.Dir = "/"
+		cmd.Env = append([]string{"PATH=/usr/bin:/bin", "HOME=/"}, env...)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	port := strconv.Itoa(c.Port())
+
+	out, err := as("nobody", nil, "-h", "127.0.0.1", "-p", port, "-U", "postgres", "-d", "comb", "-c", "SELECT 1")
+	require.Error(t, err, out)
+	require.Contains(t, out, "password", "TCP asks for the password")
+	out, err = as("nobody", []string{"PGPASSWORD=guess"}, "-h", "127.0.0.1", "-p", port, "-U", "postgres", "-d", "comb", "-c", "SELECT 1")
+	require.Error(t, err, out)
+	require.Contains(t, out, "password authentication failed")
+	out, err = as("nobody", []string{"PGPASSFILE=" + c.PasswordFile()}, "-h", "127.0.0.1", "-p", port, "-U", "postgres", "-d", "comb", "-c", "SELECT 1")
+	require.Error(t, err, "nobody cannot read the password file: %s", out)
+	require.NotEmpty(t, c.socketDir(), "the test directory is short enough for a socket")
+	out, err = as("nobody", nil, "-h", c.socketDir(), "-p", port, "-U", "postgres", "-d", "comb", "-c", "SELECT 1")
+	require.Error(t, err, out)
+	require.Contains(t, out, "Permission denied", "the socket is inside the 0700 data directory")
+	_, err = osexec.Command(runuser, "-u", "nobody", "--", "cat", c.PasswordFile()).CombinedOutput()
+	require.Error(t, err, "nobody cannot read the password")
+
+	// The same psql, as the server's own OS user with the password file,
+	// connects: the refusals above are the cluster's, not a broken psql.
+	out, err = as("postgres", nil, c.PassfileURL(), "-c", "SELECT 1")
+	require.NoError(t, err, out)
+	require.Equal(t, "1\n", out)
+	require.Equal(t, 1, query(t, c.URL(), "SELECT 1"), "Comb connects")
 }

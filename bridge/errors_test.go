@@ -1,0 +1,94 @@
+package bridge_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/combmq/comb/bridge"
+	"github.com/combmq/comb/embeddednats"
+	"github.com/combmq/comb/protocol"
+	"github.com/combmq/comb/store"
+)
+
+// syncBuffer is a log destination that handlers write from many
+// goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestUnavailableReplyNamesNoHost: with PostgreSQL down, a push is
+// answered 503 "postgresql unavailable" with a request id, and the reply
+// names no host, port, user or database; the log line under that id has
+// the detail.
+func TestUnavailableReplyNamesNoHost(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	require.NoError(t, l.Close()) // nothing listens there now
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	st, err := store.Open(ctx, "postgres://someuser:sekrit@127.0.0.1:"+port+"/somedb?connect_timeout=2", store.Options{})
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+
+	srv, err := embeddednats.Start(embeddednats.Config{DontListen: true, HTTPPort: embeddednats.NoMonitoring})
+	require.NoError(t, err)
+	t.Cleanup(srv.Shutdown)
+	bnc, err := srv.Connect(nats.Name("bridge"))
+	require.NoError(t, err)
+	t.Cleanup(bnc.Close)
+	var logs syncBuffer
+	br, err := bridge.New(bnc, st, bridge.Config{RequestTimeout: 10 * time.Second}, slog.New(slog.NewTextHandler(&logs, nil)))
+	require.NoError(t, err)
+	require.NoError(t, br.Start(ctx))
+	t.Cleanup(br.Stop)
+	nc, err := srv.Connect(nats.Name("client"))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+
+	for subject, body := range map[string]string{"comb.put.q": "hello", "comb.push.q": `{"messages":[{"data":"x"}]}`, "comb.info.q": ""} {
+		m := request(t, nc, subject, body)
+		requireError(t, m, protocol.CodeUnavailable, "postgresql unavailable")
+		msg := m.Header.Get("Nats-Service-Error")
+		for _, secret := range []string{"127.0.0.1", port, "someuser", "somedb", "sekrit", "postgres://", "dial"} {
+			require.NotContains(t, string(m.Data), secret, subject)
+			require.NotContains(t, msg, secret, subject)
+		}
+		_, id, ok := strings.Cut(msg, "request id ")
+		require.True(t, ok, msg)
+		require.NotEmpty(t, id)
+		require.Eventually(t, func() bool {
+			for line := range strings.SplitSeq(logs.String(), "\n") {
+				if strings.Contains(line, "request_id="+id) && strings.Contains(line, "127.0.0.1:"+port) {
+					return true
+				}
+			}
+			return false
+		}, 10*time.Second, 10*time.Millisecond, "the log has the detail under the id:\n%s", logs.String())
+		require.NotContains(t, logs.String(), "sekrit", "pgx names no password")
+	}
+}
