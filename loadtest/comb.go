@@ -38,16 +38,16 @@ func newCombBackend(ctx context.Context, cfg *Config, log *slog.Logger) (*combBa
 	for i := range cfg.Conns {
 		var nc *nats.Conn
 		err := retry(ctx, func(context.Context) (err error) {
-			nc, err = nats.Connect(cfg.NATSURL,
+			nc, err = nats.Connect(cfg.NATSURL, append(cfg.natsOptions(),
 				nats.Name("comb-loadtest-"+strconv.Itoa(i)),
 				nats.MaxReconnects(-1),
 				nats.ReconnectWait(250*time.Millisecond),
-			)
+			)...)
 			return err
 		})
 		if err != nil {
 			b.close()
-			return nil, fmt.Errorf("connect to %s: %w", cfg.NATSURL, err)
+			return nil, fmt.Errorf("connect to %s: %w", cfg.RedactedURL(), err)
 		}
 		b.conns = append(b.conns, nc)
 		b.clients = append(b.clients, comb.New(nc))
@@ -106,7 +106,7 @@ func (b *combBackend) describe() string {
 	if b.pid > 0 {
 		pid = strconv.Itoa(b.pid)
 	}
-	return fmt.Sprintf("Comb at %s (broker pid %s), %d NATS connections, %s client", b.cfg.NATSURL, pid, len(b.conns), b.cfg.Client)
+	return fmt.Sprintf("Comb at %s (broker pid %s), %d NATS connections, %s client", b.cfg.RedactedURL(), pid, len(b.conns), b.cfg.Client)
 }
 
 func (b *combBackend) brokerPID() int { return b.pid }
