@@ -11,6 +11,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"os"
@@ -37,6 +38,19 @@ type Set struct {
 // server-key.pem.
 func New(t testing.TB, dir string) *Set {
 	t.Helper()
+	s, err := Write(dir)
+	require.NoError(t, err)
+	return s
+}
+
+// Write is New for code without a test at hand, such as a fixture.
+func Write(dir string) (s *Set, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s, err = nil, fmt.Errorf("testcerts: %v", r)
+		}
+	}()
+	t := panicker{}
 	key := newKey(t)
 	tmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(1),
@@ -51,7 +65,7 @@ func New(t testing.TB, dir string) *Set {
 	require.NoError(t, err)
 	ca, err := x509.ParseCertificate(der)
 	require.NoError(t, err)
-	s := &Set{Dir: dir, CA: filepath.Join(dir, "ca.pem"), ca: ca, caKey: key}
+	s = &Set{Dir: dir, CA: filepath.Join(dir, "ca.pem"), ca: ca, caKey: key}
 	writePEM(t, s.CA, "CERTIFICATE", der)
 	s.Server, s.ServerKey = s.issue(t, "server", &x509.Certificate{
 		Subject:     pkix.Name{CommonName: "localhost"},
@@ -59,8 +73,15 @@ func New(t testing.TB, dir string) *Set {
 		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	})
-	return s
+	return s, nil
 }
+
+// panicker is a testing.TB whose failures panic, for Write.
+type panicker struct{ testing.TB }
+
+func (panicker) Helper()                           {}
+func (panicker) Errorf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
+func (panicker) FailNow()                          { panic("failed") }
 
 // Client writes a client certificate with the subject and email addresses
 // given, as name.pem and name-key.pem, and returns the files.
