@@ -197,8 +197,8 @@ func TestQuotaMaxWaitingPops(t *testing.T) {
 func TestQuotaPerTenant(t *testing.T) {
 	t.Parallel()
 	env := combtest.StartWith(t, combtest.Options{
-		NATS:   embeddednats.Config{Options: natsOptions(t, twoTenants)},
-		Client: []nats.Option{nats.UserInfo("alice", "pa")},
+		NATS:          embeddednats.Config{Options: natsOptions(t, twoTenants)},
+		ClientOptions: []nats.Option{nats.UserInfo("alice", "pa")},
 		Bridge: bridge.Config{Quotas: bridge.Quotas{
 			Default: bridge.Quota{MaxQueues: 1},
 			Tenants: map[string]bridge.Quota{"B": {MaxQueues: 3}},

@@ -40,8 +40,8 @@ accounts {
 
 func startTenants(t *testing.T) *combtest.Env {
 	return combtest.StartWith(t, combtest.Options{
-		NATS:   embeddednats.Config{Options: natsOptions(t, twoTenants)},
-		Client: []nats.Option{nats.UserInfo("alice", "pa")},
+		NATS:          embeddednats.Config{Options: natsOptions(t, twoTenants)},
+		ClientOptions: []nats.Option{nats.UserInfo("alice", "pa")},
 	})
 }
 

@@ -179,7 +179,7 @@ func checkLoopback(addr string) error {
 	return fmt.Errorf("pprof has no authentication and serves loopback only: want 127.0.0.1, ::1 or localhost, not %s", host)
 }
 
-// natsConfig is c.NATS with the monitoring default applied: DefaultMonitorPort
+// natsConfig is c.NATS with the bridge's prefix and the monitoring default applied: DefaultMonitorPort
 // unless a setting or the file's http, http_port or monitor_port says
 // otherwise.
 func (c Config) natsConfig() embeddednats.Config {
@@ -188,5 +188,7 @@ func (c Config) natsConfig() embeddednats.Config {
 	if n.HTTPPort == 0 && !fileMonitors {
 		n.HTTPPort = DefaultMonitorPort
 	}
+	// Comb's service subjects are denied to clients under its own prefix.
+	n.ServicePrefix = c.Bridge.WithDefaults().Prefix
 	return n
 }

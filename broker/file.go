@@ -111,9 +111,17 @@ func (c *Config) loadBlock(block confToken) error {
 			errs = append(errs, fmt.Errorf("%s: %s: unknown setting %q (docs/configuration.md lists them)", where(tok), FileBlock, k))
 			continue
 		}
-		text, err := confText(s.kind, tok.Value())
-		if err == nil {
-			err = s.Value(c).Set(text)
+		var err error
+		if l, ok := s.Value(c).(interface{ SetList([]string) error }); ok && isList(tok.Value()) {
+			var elems []string
+			if elems, err = confList(tok.Value().([]any)); err == nil {
+				err = l.SetList(elems)
+			}
+		} else {
+			var text string
+			if text, err = confText(s.kind, tok.Value()); err == nil {
+				err = s.Value(c).Set(text)
+			}
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %s.%s: %w", where(tok), FileBlock, k, err))
@@ -217,20 +225,36 @@ func confText(k kind, v any) (string, error) {
 		if k != kindList {
 			return "", fmt.Errorf("a list; want %s", k)
 		}
-		parts := make([]string, 0, len(v))
-		for _, e := range v {
-			if t, ok := e.(confToken); ok {
-				e = t.Value()
+		parts, err := confList(v)
+		if err != nil {
+			return "", err
+		}
+		for _, p := range parts {
+			if strings.Contains(p, ",") {
+				return "", fmt.Errorf("list element %q: want a string without commas", p)
 			}
-			str, ok := e.(string)
-			if !ok || strings.Contains(str, ",") {
-				return "", fmt.Errorf("list element %v: want a URL string", e)
-			}
-			parts = append(parts, str)
 		}
 		return strings.Join(parts, ","), nil
 	}
 	return "", fmt.Errorf("%v (%T): want %s", v, v, k)
+}
+
+func isList(v any) bool { _, ok := v.([]any); return ok }
+
+// confList returns a parsed list's strings.
+func confList(v []any) ([]string, error) {
+	parts := make([]string, 0, len(v))
+	for _, e := range v {
+		if t, ok := e.(confToken); ok {
+			e = t.Value()
+		}
+		str, ok := e.(string)
+		if !ok {
+			return nil, fmt.Errorf("list element %v: want a string", e)
+		}
+		parts = append(parts, str)
+	}
+	return parts, nil
 }
 
 func (k kind) String() string {

@@ -161,6 +161,10 @@ var settings = []Setting{
 		bind: func(c *Config) flag.Value {
 			return &listenValue{host: &c.NATS.Cluster.Host, port: &c.NATS.Cluster.Port}
 		}},
+	{Key: "trusted_users", Group: GroupNATS, kind: kindList,
+		Usage: "users (names, or public keys of nkeys) exempt from the denials Comb adds to every other user once " +
+			"authentication is on (see docs/security.md); comma-separated, or a list in the file",
+		bind: func(c *Config) flag.Value { return (*listValue)(&c.NATS.Trusted) }},
 	{Key: "routes", Group: GroupNATS, kind: kindList,
 		Usage: "other brokers' NATS servers, comma-separated nats-route://host:port URLs (overrides the file's cluster.routes)",
 		bind:  func(c *Config) flag.Value { return (*listValue)(&c.NATS.Cluster.Routes) }},
@@ -448,6 +452,10 @@ func (v *listValue) Set(s string) error {
 	return nil
 }
 func (v *listValue) String() string { return strings.Join(*v, ",") }
+
+// SetList sets the list from the file's list, whose elements may hold
+// commas (a certificate's subject, "CN=alice,O=acme").
+func (v *listValue) SetList(elems []string) error { *v = slices.Clone(elems); return nil }
 
 func sortErrors(errs []error) {
 	slices.SortStableFunc(errs, func(a, b error) int { return cmp.Compare(a.Error(), b.Error()) })

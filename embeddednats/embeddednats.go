@@ -86,6 +86,15 @@ type Config struct {
 	// TLS, when set, requires TLS on client connections.
 	TLS *tls.Config
 
+	// ServicePrefix is the first token of Comb's service subjects, which
+	// no client may subscribe to once authentication is on (see
+	// Denials); "" means protocol.DefaultPrefix.
+	ServicePrefix string
+	// Trusted names users (by name, or by public key for nkeys) that keep
+	// the permissions the configuration gave them, without Denials: a
+	// name that matches no configured user is an error.
+	Trusted []string
+
 	// Cluster joins other Comb brokers' NATS servers; zero means the
 	// Options' cluster, else none.
 	Cluster ClusterConfig
@@ -148,7 +157,7 @@ func Start(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	auth, err := inProcessAuth(opts)
+	auth, err := inProcessAuth(opts, cfg.ServicePrefix, cfg.Trusted)
 	if err != nil {
 		return nil, err
 	}
@@ -350,7 +359,11 @@ func (s *Server) ConnectTenant(tenant string, opts ...nats.Option) (*nats.Conn, 
 		return nil, fmt.Errorf("embeddednats: no tenant %q: the configuration has no account of that name with users", tenant)
 	}
 	base := append([]nats.Option{nats.InProcessServer(s.ns)}, login...)
-	nc, err := nats.Connect(s.ns.ClientURL(), append(base, opts...)...)
+	// The URL only names the server: a tls:// one would make the client
+	// insist on TLS, which in process only Comb's certificates (see
+	// certMinter) need.
+	url := "nats://" + strings.TrimPrefix(strings.TrimPrefix(s.ns.ClientURL(), "tls://"), "nats://")
+	nc, err := nats.Connect(url, append(base, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("embeddednats: connect in process: %w", err)
 	}

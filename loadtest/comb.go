@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -40,16 +38,16 @@ func newCombBackend(ctx context.Context, cfg *Config, log *slog.Logger) (*combBa
 	for i := range cfg.Conns {
 		var nc *nats.Conn
 		err := retry(ctx, func(context.Context) (err error) {
-			nc, err = nats.Connect(cfg.NATSURL,
+			nc, err = nats.Connect(cfg.NATSURL, append(cfg.natsOptions(),
 				nats.Name("comb-loadtest-"+strconv.Itoa(i)),
 				nats.MaxReconnects(-1),
 				nats.ReconnectWait(250*time.Millisecond),
-			)
+			)...)
 			return err
 		})
 		if err != nil {
 			b.close()
-			return nil, fmt.Errorf("connect to %s: %w", redactNATSURL(cfg.NATSURL), err)
+			return nil, fmt.Errorf("connect to %s: %w", cfg.RedactedURL(), err)
 		}
 		b.conns = append(b.conns, nc)
 		b.clients = append(b.clients, comb.New(nc))
@@ -108,29 +106,7 @@ func (b *combBackend) describe() string {
 	if b.pid > 0 {
 		pid = strconv.Itoa(b.pid)
 	}
-	return fmt.Sprintf("Comb at %s (broker pid %s), %d NATS connections, %s client",
-		redactNATSURL(b.cfg.NATSURL), pid, len(b.conns), b.cfg.Client)
-}
-
-// redactNATSURL hides the credentials of NATS URLs (comma-separated, as
-// nats.Connect takes them) before they are printed: a password, or a
-// token, which sits where a user name would.
-func redactNATSURL(s string) string {
-	parts := strings.Split(s, ",")
-	for i, p := range parts {
-		u, err := url.Parse(strings.TrimSpace(p))
-		switch {
-		case err != nil:
-			parts[i] = "(NATS URL)"
-		case u.User == nil:
-		case func() bool { _, ok := u.User.Password(); return ok }():
-			parts[i] = u.Redacted()
-		default:
-			u.User = url.User("xxxxx")
-			parts[i] = u.String()
-		}
-	}
-	return strings.Join(parts, ",")
+	return fmt.Sprintf("Comb at %s (broker pid %s), %d NATS connections, %s client", b.cfg.RedactedURL(), pid, len(b.conns), b.cfg.Client)
 }
 
 func (b *combBackend) brokerPID() int { return b.pid }

@@ -5,7 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"strings"
 	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 
 	"github.com/combmq/comb/protocol"
 )
@@ -143,8 +147,18 @@ type Config struct {
 	// queue's window off and sends no ids.
 	DedupWindow time.Duration
 
-	// NATSURL is where Comb listens (TargetComb).
+	// NATSURL is where Comb listens (TargetComb). It may carry credentials
+	// as NATS URLs do, nats://user:password@host:port or nats://token@host;
+	// the JetStream target's own server then requires the same. Output
+	// shows it with the secret hidden (RedactedURL).
 	NATSURL string
+	// Creds is a .creds file (a user JWT and its nkey seed) to connect with.
+	Creds string
+	// TLSCA is a PEM file of the CAs that sign the server's certificate;
+	// TLSCert and TLSKey are a client certificate for mutual TLS.
+	TLSCA   string
+	TLSCert string
+	TLSKey  string
 	// Verify checks every message: missing, duplicated, out of order.
 	Verify bool
 	// OutDir, when set, receives summary.json, intervals.csv, samples.csv
@@ -220,6 +234,9 @@ func (c *Config) validate() error {
 	}
 	if len(c.Targets) == 0 {
 		bad("targets: at least one")
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		bad("tls-cert and tls-key go together")
 	}
 	seen := map[Target]bool{}
 	for _, t := range c.Targets {
@@ -303,7 +320,7 @@ func (c *Config) validate() error {
 	}
 	if seen[TargetComb] {
 		if u, err := url.Parse(c.NATSURL); err != nil || u.Host == "" {
-			bad("nats %q: want a URL such as nats://127.0.0.1:4222", redactNATSURL(c.NATSURL))
+			bad("nats %q: want a URL such as nats://127.0.0.1:4222", c.RedactedURL())
 		}
 	}
 	if c.PostgresURL != "" {
@@ -322,4 +339,73 @@ func (c *Config) validate() error {
 // requestsPerSecond is the open loop's push request rate.
 func (c *Config) requestsPerSecond() float64 {
 	return float64(c.Rate) / float64(c.PushBatch)
+}
+
+// RedactedURL is NATSURL with its password or token hidden, for output.
+func (c *Config) RedactedURL() string { return redactURL(c.NATSURL) }
+
+// redactURL hides the credentials of NATS URLs (comma-separated, as
+// nats.Connect takes them) before they are printed: a password, or a
+// token, which sits where a user name would.
+func redactURL(s string) string {
+	parts := strings.Split(s, ",")
+	for i, p := range parts {
+		u, err := url.Parse(strings.TrimSpace(p))
+		switch {
+		case err != nil:
+			parts[i] = "(a NATS URL that does not parse)"
+		case u.User == nil:
+		case func() bool { _, ok := u.User.Password(); return ok }():
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+			parts[i] = u.String()
+		default:
+			u.User = url.User("xxxxx") // a token
+			parts[i] = u.String()
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// natsOptions are the connection options -creds and -tls-* ask for; URL
+// credentials need none, nats.Connect reads them from the URL.
+func (c *Config) natsOptions() []nats.Option {
+	var opts []nats.Option
+	if c.Creds != "" {
+		opts = append(opts, nats.UserCredentials(c.Creds))
+	}
+	if c.TLSCA != "" {
+		opts = append(opts, nats.RootCAs(c.TLSCA))
+	}
+	if c.TLSCert != "" {
+		opts = append(opts, nats.ClientCert(c.TLSCert, c.TLSKey))
+	}
+	return opts
+}
+
+// urlAuth applies the NATS URL's credentials, user and password or a
+// token, to the JetStream target's own server, so that both targets pay
+// for the same authentication.
+func (c *Config) urlAuth(opts *server.Options) {
+	u, err := url.Parse(c.NATSURL)
+	if err != nil || u.User == nil {
+		return
+	}
+	if pass, ok := u.User.Password(); ok {
+		opts.Username, opts.Password = u.User.Username(), pass
+	} else {
+		opts.Authorization = u.User.Username()
+	}
+}
+
+// urlUserInfo is the connection option for the URL's credentials, for
+// connections to a server whose own URL carries none.
+func (c *Config) urlUserInfo() []nats.Option {
+	u, err := url.Parse(c.NATSURL)
+	if err != nil || u.User == nil {
+		return nil
+	}
+	if pass, ok := u.User.Password(); ok {
+		return []nats.Option{nats.UserInfo(u.User.Username(), pass)}
+	}
+	return []nats.Option{nats.Token(u.User.Username())}
 }

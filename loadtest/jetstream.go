@@ -76,6 +76,7 @@ func newJetStreamBackend(ctx context.Context, cfg *Config, sync JetStreamSync, l
 	if sync == SyncAlways {
 		opts.SyncAlways = true
 	}
+	cfg.urlAuth(opts)
 	b.srv, err = server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("jetstream server: %w", err)
@@ -85,7 +86,7 @@ func newJetStreamBackend(ctx context.Context, cfg *Config, sync JetStreamSync, l
 		return nil, errors.New("jetstream server: not ready after 10s")
 	}
 	for i := range cfg.Conns {
-		nc, err := nats.Connect(b.srv.ClientURL(), nats.Name("comb-loadtest-js-"+strconv.Itoa(i)))
+		nc, err := nats.Connect(b.srv.ClientURL(), append(cfg.urlUserInfo(), nats.Name("comb-loadtest-js-"+strconv.Itoa(i)))...)
 		if err != nil {
 			return nil, fmt.Errorf("connect to jetstream: %w", err)
 		}

@@ -24,4 +24,24 @@
 // Errors the service reports carry a wire code; they are *Error values
 // (protocol.Error) that match the sentinel errors (ErrBadRequest,
 // ErrNotFound, …, protocol's) with errors.Is.
+//
+// # Connecting to a broker with authentication
+//
+// The client takes a *nats.Conn, so a broker that requires authentication
+// or TLS (docs/security.md) is reached with nats.Connect's own options:
+//
+//	nats.Connect("nats://app:app-secret@host:4222")          // user and password in the URL
+//	nats.Connect(url, nats.UserInfo("app", "app-secret"))     // or as an option
+//	nats.Connect("nats://s3cr3t-token@host:4222")             // a token in the URL
+//	nats.Connect(url, nats.Token("s3cr3t-token"))             // or as an option
+//	opt, err := nats.NkeyOptionFromSeed("app.nk")             // an nkey: the seed file signs the server's nonce
+//	nats.Connect(url, opt)
+//	nats.Connect(url, nats.UserCredentials("app.creds"))      // a .creds file (user JWT and seed)
+//	nats.Connect("tls://host:4222", nats.RootCAs("ca.pem"))   // TLS, with the CA that signed the server
+//	nats.Connect(url, nats.RootCAs("ca.pem"),
+//		nats.ClientCert("app.pem", "app-key.pem"))            // mutual TLS, e.g. verify_and_map
+//	nats.Connect(url, nats.CustomInboxPrefix("_INBOX_app"))  // replies on a private inbox prefix
+//
+// A .creds file is for a NATS server in operator (JWT) mode, which
+// `comb serve` refuses for now (docs/security.md).
 package comb

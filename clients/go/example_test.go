@@ -32,6 +32,36 @@ func ExampleNew() {
 	// lease 30000 ms, max attempts 3
 }
 
+// A broker with authentication and TLS (docs/security.md) takes the
+// credentials and the CA as nats.Connect options; the package
+// documentation lists the option for every kind of credential.
+func Example_authentication() {
+	// secureURL is tls://host:port of a broker whose file has
+	// tls { cert_file, key_file } and a users list; caFile signed its
+	// certificate.
+	conn, err := nats.Connect(secureURL,
+		nats.UserInfo("app", "app-secret"), // or in the URL: nats://app:app-secret@host:4222
+		nats.RootCAs(caFile),               // mutual TLS adds nats.ClientCert(certFile, keyFile)
+	)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close()
+
+	res, err := comb.New(conn).Push(context.Background(), "example.secure", []comb.Message{{Data: []byte(`{"sku":42}`)}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(res[0].Status)
+
+	// A wrong password does not get in.
+	_, err = nats.Connect(secureURL, nats.UserInfo("app", "guess"), nats.RootCAs(caFile))
+	fmt.Println(err)
+	// Output:
+	// stored
+	// nats: Authorization Violation
+}
+
 func ExampleClient_Push() {
 	c := comb.New(nc)
 

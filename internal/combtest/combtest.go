@@ -70,9 +70,9 @@ type Options struct {
 	SweepInterval time.Duration
 	// Logger receives every component's logs; nil discards.
 	Logger *slog.Logger
-	// Client are options of Env.NC's connection, such as the credentials
-	// of a user that NATS.Options configure.
-	Client []nats.Option
+	// ClientOptions are added to Env.NC's connection: the credentials and
+	// TLS settings a server with authentication wants.
+	ClientOptions []nats.Option
 }
 
 // Config returns the broker configuration Open runs for opts on the
@@ -174,7 +174,8 @@ func Open(ctx context.Context, opts Options) (env *Env, stop func() error, err e
 		Broker:      b,
 	}
 
-	nc, err := nats.Connect(env.URL, append([]nats.Option{nats.Name("comb-test-client"), nats.MaxReconnects(0)}, opts.Client...)...)
+	nc, err := nats.Connect(env.URL, append([]nats.Option{nats.Name("comb-test-client"), nats.MaxReconnects(0)},
+		opts.ClientOptions...)...)
 	if err != nil {
 		return fail("client connection", err)
 	}
