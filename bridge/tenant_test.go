@@ -22,7 +22,7 @@ import (
 
 // natsOptions parses conf, in nats-server's own syntax, as `comb serve
 // -config` would.
-func natsOptions(t *testing.T, conf string) *server.Options {
+func natsOptions(t testing.TB, conf string) *server.Options {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "comb.conf")
 	require.NoError(t, os.WriteFile(path, []byte(conf), 0o600))
@@ -38,7 +38,7 @@ accounts {
 }
 `
 
-func startTenants(t *testing.T) *combtest.Env {
+func startTenants(t testing.TB) *combtest.Env {
 	return combtest.StartWith(t, combtest.Options{
 		NATS:          embeddednats.Config{Options: natsOptions(t, twoTenants)},
 		ClientOptions: []nats.Option{nats.UserInfo("alice", "pa")},
@@ -46,7 +46,7 @@ func startTenants(t *testing.T) *combtest.Env {
 }
 
 // connectAs connects over TCP as user.
-func connectAs(t *testing.T, env *combtest.Env, user, pass string) *nats.Conn {
+func connectAs(t testing.TB, env *combtest.Env, user, pass string) *nats.Conn {
 	t.Helper()
 	nc, err := nats.Connect(env.URL, nats.UserInfo(user, pass), nats.MaxReconnects(0))
 	require.NoError(t, err, "connect as %s", user)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/combmq/comb/domain"
+	"github.com/combmq/comb/internal/wire/wiretest"
 	"github.com/combmq/comb/protocol"
 )
 
@@ -120,12 +121,7 @@ func FuzzDataRoundTrip(f *testing.F) {
 }
 
 func FuzzDecodePush(f *testing.F) {
-	for _, s := range []string{
-		`{"messages":[{"partition":"eu","id":"order-7","data":{"sku":42}},{"data_b64":"AAEC"}]}`,
-		`{"messages":[{"data_b64":""}]}`, `{"messages":[{"data": [1, {"x" : "y"}] }]}`, `{"messages":[]}`, ``, `{}`, `[]`,
-		`{"messages":[{"data":1,"data_b64":""}]}`, `{"messages":[{"data_b64":"AAE"}]}`, `{"messages":[{"partition":"\u0000","data":1}]}`,
-		`{"messages":[{"data":"\ud800"}]}`, `{"Messages":[{"DATA":1}]}`, `{"messages":[{"data":1}]} `, `{"messages":[{"data":1}]}]`,
-	} {
+	for _, s := range wiretest.Bodies[protocol.VerbPush] {
 		f.Add([]byte(s))
 	}
 	lim := Limits{MaxMessageBytes: 64, MaxRequestBytes: 4096}
@@ -181,8 +177,7 @@ func FuzzDecodePush(f *testing.F) {
 }
 
 func FuzzDecodePop(f *testing.F) {
-	for _, s := range []string{``, `{}`, `{"group":"billing","partition":"eu","max":100,"partitions":1,"wait_ms":5000,"lease_ms":30000,"auto_ack":false,"from":"all"}`,
-		`{"from":"2026-11-30T10:00:00Z"}`, `{"max":0}`, `{"max":1e3}`, `{"wait_ms":-1}`, `{"from":"new","partitions":1000}`, `{"lease_ms":99}`, `null`} {
+	for _, s := range wiretest.Bodies[protocol.VerbPop] {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
@@ -208,9 +203,7 @@ func FuzzDecodePop(f *testing.F) {
 }
 
 func FuzzDecodeAck(f *testing.F) {
-	for _, s := range []string{`{"group":"billing","acks":[{"partition":"eu","offset":17,"lease":"l-9f2c","status":"completed"}]}`,
-		`{"acks":[{"offset":0,"lease":"l"},{"offset":1,"lease":"l","status":"dead"}]}`, `{"acks":[{"offset":1,"lease":"l","status":"nope"}]}`,
-		`{"acks":[]}`, ``, `{"acks":[{"offset":-1,"lease":"l"}]}`, `{"acks":[{"offset":1}]}`} {
+	for _, s := range wiretest.Bodies[protocol.VerbAck] {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
@@ -233,8 +226,7 @@ func FuzzDecodeAck(f *testing.F) {
 }
 
 func FuzzDecodeConfigure(f *testing.F) {
-	for _, s := range []string{``, `{}`, `{"lease_ms":1000,"max_attempts":5,"dead_letter":false}`, `{"max_message_bytes":0}`,
-		`{"max_bytes":9007199254740991}`, `{"lease_ms":null}`, `{"nope":1}`} {
+	for _, s := range wiretest.Bodies[protocol.VerbConfigure] {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
@@ -260,7 +252,7 @@ func FuzzDecodeConfigure(f *testing.F) {
 }
 
 func FuzzDecodeDLQ(f *testing.F) {
-	for _, s := range []string{``, `{"group":"g","limit":5,"after":"x"}`, `{"replay":["d-1"]}`, `{"purge":["d-1"]}`, `{"replay":[],"purge":[]}`} {
+	for _, s := range wiretest.Bodies[protocol.VerbDLQ] {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
@@ -283,7 +275,7 @@ func FuzzDecodeDLQ(f *testing.F) {
 }
 
 func FuzzDecodeSeek(f *testing.F) {
-	for _, s := range []string{``, `{"to":"start"}`, `{"group":"g","partition":"p","to":"end"}`, `{"to":"2026-11-30T10:00:00Z"}`, `{"to":7}`} {
+	for _, s := range wiretest.Bodies[protocol.VerbSeek] {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {

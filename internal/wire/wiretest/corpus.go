@@ -1,0 +1,40 @@
+// Package wiretest holds the seed corpus of the request decoders' fuzz
+// tests, good bodies and bad, by verb: the wire package fuzzes its
+// decoders from it, and the bridge sends all of it to a running broker.
+package wiretest
+
+import (
+	"strings"
+
+	"github.com/combmq/comb/protocol"
+)
+
+// Bodies are request bodies by verb. Put's body is a message: any bytes.
+var Bodies = map[string][]string{
+	protocol.VerbPush: {
+		`{"messages":[{"partition":"eu","id":"order-7","data":{"sku":42}},{"data_b64":"AAEC"}]}`,
+		`{"messages":[{"data_b64":""}]}`, `{"messages":[{"data": [1, {"x" : "y"}] }]}`, `{"messages":[]}`, ``, `{}`, `[]`,
+		`{"messages":[{"data":1,"data_b64":""}]}`, `{"messages":[{"data_b64":"AAE"}]}`, `{"messages":[{"partition":"\u0000","data":1}]}`,
+		`{"messages":[{"data":"\ud800"}]}`, `{"Messages":[{"DATA":1}]}`, `{"messages":[{"data":1}]} `, `{"messages":[{"data":1}]}]`,
+		"{\"messages\":[{\"data\":1,\"partition\":\"eu\xff\"}]}", `{"messages":[{"data":1},{"data":2,"id":"x\ud800"}]}`,
+		`{"messages":[{"data":"` + strings.Repeat("x", 200) + `"}]}`,
+	},
+	protocol.VerbPut: {`{"sku":42}`, `not json`, ``, "\x00\xff", `"` + strings.Repeat("y", 300) + `"`},
+	protocol.VerbPop: {``, `{}`, `{"group":"billing","partition":"eu","max":100,"partitions":1,"wait_ms":5000,"lease_ms":30000,"auto_ack":false,"from":"all"}`,
+		`{"from":"2026-11-30T10:00:00Z"}`, `{"max":0}`, `{"max":1e3}`, `{"wait_ms":-1}`, `{"from":"new","partitions":1000}`, `{"lease_ms":99}`, `null`,
+		"{\"group\":\"g\xc3\"}", `{"wait":1}`},
+	protocol.VerbAck: {`{"group":"billing","acks":[{"partition":"eu","offset":17,"lease":"l-9f2c","status":"completed"}]}`,
+		`{"acks":[{"offset":0,"lease":"l"},{"offset":1,"lease":"l","status":"dead"}]}`, `{"acks":[{"offset":1,"lease":"l","status":"nope"}]}`,
+		`{"acks":[]}`, ``, `{"acks":[{"offset":-1,"lease":"l"}]}`, `{"acks":[{"offset":1}]}`,
+		`{"acks":[{"partition":"\udc00","offset":0,"lease":"l"}]}`},
+	protocol.VerbRenew: {`{"leases":["l"]}`, `{"leases":["l"],"lease_ms":1}`, `{"leases":[]}`, ``, `{"leases":"l"}`},
+	protocol.VerbConfigure: {``, `{}`, `{"lease_ms":1000,"max_attempts":5,"dead_letter":false}`, `{"max_message_bytes":0}`,
+		`{"max_bytes":9007199254740991}`, `{"lease_ms":null}`, `{"nope":1}`, `{"lease_ms":5}`},
+	protocol.VerbInfo:   {``, `{}`, `{"x":1}`},
+	protocol.VerbList:   {``, `{}`, `[]`},
+	protocol.VerbDelete: {`{"x":1}`, `nope`},
+	protocol.VerbDLQ: {``, `{"group":"g","limit":5,"after":"x"}`, `{"replay":["d-1"]}`, `{"purge":["d-1"]}`, `{"replay":[],"purge":[]}`,
+		`{"replay":["bogus"]}`, "{\"group\":\"\xff\"}"},
+	protocol.VerbSeek: {``, `{"to":"start"}`, `{"group":"g","partition":"p","to":"end"}`, `{"to":"2026-11-30T10:00:00Z"}`, `{"to":7}`,
+		`{"group":"\ud800\u0041","to":"end"}`},
+}
