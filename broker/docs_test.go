@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/combmq/comb/bridge"
 )
 
 const configDoc = "../docs/configuration.md"
@@ -76,4 +78,6 @@ func TestConfigDocExample(t *testing.T) {
 	require.Equal(t, "/var/lib/comb", c.DataDir)
 	require.Equal(t, int32(32), c.Postgres.MaxConns)
 	require.Contains(t, c.Postgres.URL, "@db:5432/comb")
+	require.Equal(t, int64(1000), c.Bridge.Quotas.Of("A").MaxQueues)
+	require.Equal(t, bridge.Quota{MaxWaitingPops: 500}, c.Bridge.Quotas.Of(""))
 }

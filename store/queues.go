@@ -154,8 +154,12 @@ func (s *Store) insertQueue(ctx context.Context, tx pgx.Tx, ref domain.QueueRef,
 			return err
 		}
 		if !exists && others >= limit {
-			return domain.RetryAfter(fmt.Errorf("%w: tenant %q has %d queues; its max_queues is %d",
-				domain.ErrLimit, ref.Tenant, others, limit), QuotaRetryAfter)
+			who := fmt.Sprintf("tenant %q", ref.Tenant)
+			if ref.Tenant == "" {
+				who = "the tenant"
+			}
+			return domain.RetryAfter(fmt.Errorf("%w: %s has %d queues; its max_queues is %d",
+				domain.ErrLimit, who, others, limit), QuotaRetryAfter)
 		}
 	}
 	_, err := tx.Exec(ctx, `INSERT INTO comb_queues (tenant, name, config) VALUES ($1, $2, $3) ON CONFLICT (tenant, name) DO NOTHING`,
