@@ -8,6 +8,10 @@
 #   -mode closed -pacers 64 -pop-partitions 4 -pop-batch 400 -duration 60s
 # Prints each run's final and verify lines; full output under $OUT
 # (default ./out/ab).
+# A_CONFIG and B_CONFIG, when set, are `comb serve -config` files for the
+# two sides, and A_AUTH and B_AUTH the loader's NATS credentials
+# (user:password): both sides may then be one revision, to measure a
+# configuration, as auth-ab.sh does.
 set -euo pipefail
 base=$1 new=$2
 shift 2
@@ -28,22 +32,27 @@ done
 nats_port=24222 pg_port=25433
 # The private cluster wants its password (docs/security.md); passfile names
 # it, and a revision from before passwords ignores the missing file.
-run() { # rev index
-	local rev=$1 i=$2 data log
+run() { # side rev index
+	local side=$1 rev=$2 i=$3 data log conf auth name
+	conf=$(eval echo "\${${side}_CONFIG:-}") auth=$(eval echo "\${${side}_AUTH:-}")
+	name=$rev
+	[ -z "$conf$auth" ] || name="$side-$rev"
 	data=$(mktemp -d -t comb-ab-data.XXXXXX); chmod 755 "$data"
-	log="$out/serve-$rev-$i.log"
-	"$out/comb-$rev" serve -data-dir "$data" -nats-listen 127.0.0.1:$nats_port -nats-http 0 -pg-port $pg_port >"$log" 2>&1 &
+	log="$out/serve-$name-$i.log"
+	local serve=("$out/comb-$rev" serve -data-dir "$data" -nats-listen 127.0.0.1:$nats_port -nats-http 0 -pg-port $pg_port)
+	[ -z "$conf" ] || serve+=(-config "$conf")
+	"${serve[@]}" >"$log" 2>&1 &
 	local pid=$!
 	for _ in $(seq 300); do grep -q 'comb ready' "$log" && break; sleep 0.2; done
 	grep -q 'comb ready' "$log" || { echo "serve $rev did not start"; cat "$log"; kill $pid; exit 1; }
-	"$out/comb-$rev" loadtest -nats nats://127.0.0.1:$nats_port \
+	"$out/comb-$rev" loadtest -nats "nats://${auth:+$auth@}127.0.0.1:$nats_port" \
 		-postgres-url "postgres://postgres@127.0.0.1:$pg_port/comb?sslmode=disable&passfile=$data/postgres/comb-password" \
-		"${flags[@]}" -verify -report=false -out "$out/run-$rev-$i" >"$out/run-$rev-$i.out" 2>&1 || true
+		"${flags[@]}" -verify -report=false -out "$out/run-$name-$i" >"$out/run-$name-$i.out" 2>&1 || true
 	kill -INT $pid; wait $pid || true
 	rm -rf "$data"
-	printf '%s run %d: ' "$rev" "$i"; grep -E '^\[(final|resources|verify)' "$out/run-$rev-$i.out" | tr '\n' ' '; echo
+	printf '%s run %d: ' "$name" "$i"; grep -E '^\[(final|resources|verify)' "$out/run-$name-$i.out" | tr '\n' ' '; echo
 }
 for i in $(seq "$runs"); do
-	run "$base" "$i"
-	run "$new" "$i"
+	run A "$base" "$i"
+	run B "$new" "$i"
 done
