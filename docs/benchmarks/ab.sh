@@ -36,7 +36,7 @@ run() { # side rev index
 	local side=$1 rev=$2 i=$3 data log conf auth name
 	conf=$(eval echo "\${${side}_CONFIG:-}") auth=$(eval echo "\${${side}_AUTH:-}")
 	name=$rev
-	[ -z "$conf$auth" ] || name="$side-$rev"
+	[ -z "${A_CONFIG:-}${A_AUTH:-}${B_CONFIG:-}${B_AUTH:-}" ] || name="$side-$rev"
 	data=$(mktemp -d -t comb-ab-data.XXXXXX); chmod 755 "$data"
 	log="$out/serve-$name-$i.log"
 	local serve=("$out/comb-$rev" serve -data-dir "$data" -nats-listen 127.0.0.1:$nats_port -nats-http 0 -pg-port $pg_port)
