@@ -5,38 +5,22 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/combmq/comb/internal/combtest"
+	"github.com/combmq/comb/internal/testenv"
 	"github.com/combmq/comb/protocol"
 )
-
-// natsCLI finds the nats CLI, or skips the test.
-func natsCLI(t *testing.T) string {
-	t.Helper()
-	if p, err := exec.LookPath("nats"); err == nil {
-		return p
-	}
-	if home, err := os.UserHomeDir(); err == nil {
-		p := filepath.Join(home, "go", "bin", "nats")
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	t.Skip("nats CLI not installed (go install github.com/nats-io/natscli/nats@v0.5.0)")
-	return ""
-}
 
 // TestMicroCLI checks that `nats micro ls/info/stats` find the service: the
 // CLI validates each response against the micro JSON schemas and drops the
 // ones that fail, so finding it means it passed.
 func TestMicroCLI(t *testing.T) {
 	t.Parallel()
-	cli := natsCLI(t)
+	cli := testenv.NATSCLI(t)
 	env := combtest.Start(t)
 	// Some traffic, so stats carry figures and errors.
 	push(t, env.NC, "cli", `{"messages":[{"data":1}]}`)

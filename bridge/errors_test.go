@@ -1,13 +1,11 @@
 package bridge_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,28 +14,10 @@ import (
 
 	"github.com/combmq/comb/bridge"
 	"github.com/combmq/comb/embeddednats"
+	"github.com/combmq/comb/internal/testenv"
 	"github.com/combmq/comb/protocol"
 	"github.com/combmq/comb/store"
 )
-
-// syncBuffer is a log destination that handlers write from many
-// goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestUnavailableReplyNamesNoHost: with PostgreSQL down, a push is
 // answered 503 "postgresql unavailable" with a request id, and the reply
@@ -61,7 +41,7 @@ func TestUnavailableReplyNamesNoHost(t *testing.T) {
 	bnc, err := srv.Connect(nats.Name("bridge"))
 	require.NoError(t, err)
 	t.Cleanup(bnc.Close)
-	var logs syncBuffer
+	var logs testenv.Buffer
 	br, err := bridge.New(bnc, st, bridge.Config{RequestTimeout: 10 * time.Second}, slog.New(slog.NewTextHandler(&logs, nil)))
 	require.NoError(t, err)
 	require.NoError(t, br.Start(ctx))

@@ -18,54 +18,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/combmq/comb/internal/testcerts"
+	"github.com/combmq/comb/internal/testenv"
 )
 
 const securityDoc = "../docs/security.md"
 
-// client is a connection whose permission violations arrive on errs.
-type client struct {
-	*nats.Conn
-	errs chan error
-}
-
-func dialAs(t *testing.T, url string, opts ...nats.Option) *client {
-	t.Helper()
-	c := &client{errs: make(chan error, 64)}
-	opts = append([]nats.Option{nats.MaxReconnects(0), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-		select {
-		case c.errs <- err:
-		default:
-		}
-	})}, opts...)
-	nc, err := nats.Connect(url, opts...)
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	c.Conn = nc
-	return c
-}
-
-func (c *client) violation(t *testing.T, what string) {
-	t.Helper()
-	_ = c.Flush()
-	select {
-	case err := <-c.errs:
-		require.ErrorContains(t, err, "Permissions Violation", what)
-	case <-time.After(5 * time.Second):
-		t.Fatalf("%s: no permission violation", what)
-	}
-}
-
-func (c *client) noViolation(t *testing.T, what string) {
-	t.Helper()
-	require.NoError(t, c.Flush(), what)
-	select {
-	case err := <-c.errs:
-		t.Fatalf("%s: %v", what, err)
-	default:
-	}
-}
-
-func (c *client) request(t *testing.T, subject, body string) map[string]any {
+// request sends body on subject over c, which must answer, and decodes
+// the reply.
+func request(t *testing.T, c *testenv.Watched, subject, body string) map[string]any {
 	t.Helper()
 	m, err := c.Request(subject, []byte(body), 10*time.Second)
 	require.NoError(t, err, subject)
@@ -104,8 +64,8 @@ func TestRogueResponder(t *testing.T) {
 	t.Parallel()
 	b := startConf(t, rogueConf)
 	url := b.ClientURL()
-	rogue := dialAs(t, url, nats.UserInfo("rogue", "rogue-secret"))
-	app := dialAs(t, url, nats.UserInfo("app", "app-secret"))
+	rogue := testenv.MustDial(t, url, nats.UserInfo("rogue", "rogue-secret"))
+	app := testenv.MustDial(t, url, nats.UserInfo("app", "app-secret"))
 
 	answered := make(chan struct{}, 1000)
 	fake := func(m *nats.Msg) {
@@ -114,10 +74,10 @@ func TestRogueResponder(t *testing.T) {
 	}
 	_, err := rogue.QueueSubscribe("comb.push.>", "comb", fake)
 	require.NoError(t, err)
-	rogue.violation(t, "rogue joins the queue group")
+	rogue.Violation(t, "rogue joins the queue group")
 	_, err = rogue.Subscribe("comb.push.>", fake)
 	require.NoError(t, err)
-	rogue.violation(t, "rogue subscribes")
+	rogue.Violation(t, "rogue subscribes")
 
 	// The rogue keeps trying while the pushes run.
 	ctx, cancel := context.WithCancel(t.Context())
@@ -129,7 +89,7 @@ func TestRogueResponder(t *testing.T) {
 		}
 	})
 	for i := range 100 {
-		rep := app.request(t, "comb.push.orders", fmt.Sprintf(`{"messages":[{"id":"m%d","data":%d}]}`, i, i))
+		rep := request(t, app, "comb.push.orders", fmt.Sprintf(`{"messages":[{"id":"m%d","data":%d}]}`, i, i))
 		require.Equal(t, "stored", rep["results"].([]any)[0].(map[string]any)["status"], "push %d", i)
 	}
 	cancel()
@@ -138,7 +98,7 @@ func TestRogueResponder(t *testing.T) {
 
 	got := map[float64]bool{}
 	for len(got) < 100 {
-		rep := app.request(t, "comb.pop.orders", `{"max":100,"auto_ack":true}`)
+		rep := request(t, app, "comb.pop.orders", `{"max":100,"auto_ack":true}`)
 		msgs := rep["messages"].([]any)
 		require.NotEmpty(t, msgs, "popped %d of 100", len(got))
 		for _, m := range msgs {
@@ -151,18 +111,18 @@ func TestRogueResponder(t *testing.T) {
 	for _, subj := range []string{"comb.>", "_COMB.>"} {
 		_, err := rogue.Subscribe(subj, func(*nats.Msg) {})
 		require.NoError(t, err)
-		rogue.violation(t, "rogue subscribes "+subj)
+		rogue.Violation(t, "rogue subscribes "+subj)
 	}
 	require.NoError(t, rogue.Publish("_COMB.comb.wake.x", nil))
-	rogue.violation(t, "rogue publishes a wake-up")
+	rogue.Violation(t, "rogue publishes a wake-up")
 
 	// A trusted user can.
-	auditor := dialAs(t, url, nats.UserInfo("auditor", "auditor-secret"))
+	auditor := testenv.MustDial(t, url, nats.UserInfo("auditor", "auditor-secret"))
 	seen := make(chan string, 1)
 	_, err = auditor.Subscribe("comb.push.>", func(m *nats.Msg) { seen <- string(m.Data) })
 	require.NoError(t, err)
-	auditor.noViolation(t, "the trusted auditor subscribes comb.push.>")
-	app.request(t, "comb.push.orders", `{"messages":[{"data":"seen"}]}`)
+	auditor.Allowed(t, "the trusted auditor subscribes comb.push.>")
+	request(t, app, "comb.push.orders", `{"messages":[{"data":"seen"}]}`)
 	select {
 	case body := <-seen:
 		require.Contains(t, body, "seen")
@@ -186,39 +146,39 @@ func TestPerVerbRecipes(t *testing.T) {
 	require.NotEmpty(t, conf, "the recipes in %s", securityDoc)
 	b := startConf(t, conf)
 	url := b.ClientURL()
-	producer := dialAs(t, url, nats.UserInfo("producer", "producer-secret"))
-	consumer := dialAs(t, url, nats.UserInfo("consumer", "consumer-secret"))
-	operator := dialAs(t, url, nats.UserInfo("operator", "operator-secret"))
+	producer := testenv.MustDial(t, url, nats.UserInfo("producer", "producer-secret"))
+	consumer := testenv.MustDial(t, url, nats.UserInfo("consumer", "consumer-secret"))
+	operator := testenv.MustDial(t, url, nats.UserInfo("operator", "operator-secret"))
 
-	rep := producer.request(t, "comb.push.orders", `{"messages":[{"data":"one"}]}`)
+	rep := request(t, producer, "comb.push.orders", `{"messages":[{"data":"one"}]}`)
 	require.Equal(t, "stored", rep["results"].([]any)[0].(map[string]any)["status"])
 	_, err := producer.Request("comb.pop.orders", []byte(`{"lease_ms":60000}`), time.Second)
 	require.Error(t, err, "the producer's pop")
-	producer.violation(t, "the producer pops")
+	producer.Violation(t, "the producer pops")
 	_, err = producer.Request("comb.put.invoices", []byte("x"), time.Second)
 	require.Error(t, err)
-	producer.violation(t, "the producer puts to another queue")
+	producer.Violation(t, "the producer puts to another queue")
 
 	_, err = consumer.Request("comb.push.orders", []byte(`{"messages":[{"data":"two"}]}`), time.Second)
 	require.Error(t, err)
-	consumer.violation(t, "the consumer pushes")
+	consumer.Violation(t, "the consumer pushes")
 	// Nothing was leased by the producer's pop, and the consumer's push
 	// stored nothing: the consumer pops exactly the producer's message.
-	rep = consumer.request(t, "comb.pop.orders", `{"max":10}`)
+	rep = request(t, consumer, "comb.pop.orders", `{"max":10}`)
 	msgs := rep["messages"].([]any)
 	require.Len(t, msgs, 1)
 	m := msgs[0].(map[string]any)
 	require.Equal(t, "one", m["data"])
 	require.EqualValues(t, 1, m["attempt"], "the first lease")
-	ack := consumer.request(t, "comb.ack.orders", fmt.Sprintf(`{"acks":[{"partition":%q,"offset":%v,"lease":%q}]}`,
+	ack := request(t, consumer, "comb.ack.orders", fmt.Sprintf(`{"acks":[{"partition":%q,"offset":%v,"lease":%q}]}`,
 		m["partition"], m["offset"], m["lease"]))
 	require.Equal(t, true, ack["results"].([]any)[0].(map[string]any)["ok"], "%v", ack)
 
-	require.NotEmpty(t, operator.request(t, "comb.info.orders", ""))
-	operator.request(t, "comb.list", "")
+	require.NotEmpty(t, request(t, operator, "comb.info.orders", ""))
+	request(t, operator, "comb.list", "")
 	_, err = operator.Request("comb.pop.orders", nil, time.Second)
 	require.Error(t, err)
-	operator.violation(t, "the operator pops")
+	operator.Violation(t, "the operator pops")
 }
 
 // docExample is a conf block of docs/security.md and the nats commands
@@ -280,7 +240,7 @@ var shellWords = regexp.MustCompile(`'[^']*'|\S+`)
 // other must succeed.
 func TestSecurityDocExamples(t *testing.T) {
 	t.Parallel()
-	cli := natsCLI(t)
+	cli := testenv.NATSCLI(t)
 	for i, ex := range securityExamples(t) {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			t.Parallel()
@@ -330,20 +290,4 @@ func runCLI(t *testing.T, cli, url string, args []string) (string, error) {
 	}
 	out, err := cmd.CombinedOutput()
 	return string(out), err
-}
-
-// natsCLI finds the nats CLI, or skips the test.
-func natsCLI(t *testing.T) string {
-	t.Helper()
-	if p, err := exec.LookPath("nats"); err == nil {
-		return p
-	}
-	if home, err := os.UserHomeDir(); err == nil {
-		p := filepath.Join(home, "go", "bin", "nats")
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	t.Skip("nats CLI not installed (go install github.com/nats-io/natscli/nats@v0.5.0)")
-	return ""
 }

@@ -17,77 +17,23 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/combmq/comb/internal/testcerts"
+	"github.com/combmq/comb/internal/testenv"
 )
 
-// watched is a client connection whose asynchronous errors (permission
-// violations) arrive on errs.
-type watched struct {
-	*nats.Conn
-	errs chan error
-}
-
-func dial(t *testing.T, url string, opts ...nats.Option) (*watched, error) {
-	t.Helper()
-	w := &watched{errs: make(chan error, 16)}
-	opts = append([]nats.Option{nats.MaxReconnects(0), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-		select {
-		case w.errs <- err:
-		default:
-		}
-	})}, opts...)
-	nc, err := nats.Connect(url, opts...)
-	if err != nil {
-		return nil, err
-	}
-	t.Cleanup(nc.Close)
-	w.Conn = nc
-	return w, nil
-}
-
-func mustDial(t *testing.T, url string, opts ...nats.Option) *watched {
-	t.Helper()
-	w, err := dial(t, url, opts...)
-	require.NoError(t, err)
-	return w
-}
-
-// violation waits for the server to refuse what the client just did.
-func (w *watched) violation(t *testing.T, what string) {
-	t.Helper()
-	_ = w.Flush()
-	select {
-	case err := <-w.errs:
-		require.ErrorContains(t, err, "Permissions Violation", what)
-	case <-time.After(5 * time.Second):
-		t.Fatalf("%s: no permission violation", what)
-	}
-}
-
-// allowed checks that the server took what the client just did.
-func (w *watched) allowed(t *testing.T, what string) {
-	t.Helper()
-	require.NoError(t, w.Flush(), what)
-	select {
-	case err := <-w.errs:
-		t.Fatalf("%s: %v", what, err)
-	default:
-	}
-}
-
 // denied runs every attempt the denials must stop.
-func denied(t *testing.T, w *watched, who string) {
+func denied(t *testing.T, w *testenv.Watched, who string) {
 	t.Helper()
 	for _, subj := range []string{"comb.push.>", "comb.>", "comb.push.orders", "comb.list", "_COMB.>",
 		"_COMB.comb.wake.x", "$SRV.INFO.comb", "$SRV.PING.comb.>"} {
 		_, err := w.Subscribe(subj, func(*nats.Msg) {})
 		require.NoError(t, err)
-		w.violation(t, who+" subscribes "+subj)
+		w.Violation(t, who+" subscribes "+subj)
 	}
 	_, err := w.QueueSubscribe("comb.push.>", "comb", func(*nats.Msg) {})
 	require.NoError(t, err)
-	w.violation(t, who+" joins the queue group")
+	w.Violation(t, who+" joins the queue group")
 	require.NoError(t, w.Publish("_COMB.comb.wake.x", nil))
-	w.violation(t, who+" publishes a wake-up")
+	w.Violation(t, who+" publishes a wake-up")
 }
 
 const denialsConf = `
@@ -122,19 +68,19 @@ func TestDenials(t *testing.T) {
 		"bob, allowed everything": nats.UserInfo("bob", "pb"), "an nkey": nkeyOpt} {
 		t.Run(who, func(t *testing.T) {
 			t.Parallel()
-			denied(t, mustDial(t, s.ClientURL(), login), who)
+			denied(t, testenv.MustDial(t, s.ClientURL(), login), who)
 		})
 	}
 
 	// Discovery and requests stay open; a wildcard subscription does not
 	// see Comb's traffic.
-	alice := mustDial(t, s.ClientURL(), nats.UserInfo("alice", "pa"))
+	alice := testenv.MustDial(t, s.ClientURL(), nats.UserInfo("alice", "pa"))
 	all := make(chan string, 10)
 	_, err = alice.Subscribe(">", func(m *nats.Msg) { all <- m.Subject })
 	require.NoError(t, err)
 	require.NoError(t, alice.Publish("$SRV.PING", nil))
 	require.NoError(t, alice.Publish("comb.push.orders", nil))
-	alice.allowed(t, "alice publishes requests and pings")
+	alice.Allowed(t, "alice publishes requests and pings")
 	comb := connect(t, func() (*nats.Conn, error) { return s.Connect() })
 	for _, subj := range []string{"comb.push.orders", "_COMB.comb.wake.orders", "other"} {
 		require.NoError(t, comb.Publish(subj, nil))
@@ -154,12 +100,12 @@ func TestDenials(t *testing.T) {
 	require.NoError(t, alice.Flush())
 	require.Empty(t, all, "alice's > sees her ping and Comb's other subject, never comb.push or _COMB")
 
-	carol := mustDial(t, s.ClientURL(), nats.UserInfo("carol", "pc"))
+	carol := testenv.MustDial(t, s.ClientURL(), nats.UserInfo("carol", "pc"))
 	_, err = carol.QueueSubscribe("comb.push.>", "comb", func(*nats.Msg) {})
 	require.NoError(t, err)
 	_, err = carol.Subscribe("_COMB.>", func(*nats.Msg) {})
 	require.NoError(t, err)
-	carol.allowed(t, "trusted carol")
+	carol.Allowed(t, "trusted carol")
 
 	_, err = Start(Config{Port: -1, Options: fileOptions(t, fmt.Sprintf(denialsConf, pub)), Trusted: []string{"carl"}})
 	require.ErrorContains(t, err, `trusted users ["carl"] match no configured user`)
@@ -170,9 +116,9 @@ func TestTokenDenials(t *testing.T) {
 	t.Parallel()
 	s := start(t, Config{Port: -1, Options: fileOptions(t,
 		`authorization { token: "$2a$04$eKpWIlefc27RLFmz4XMRZe0JAtsoYTvKh2/2wpGf5x1P9kIUagFLe" }`)})
-	_, err := dial(t, s.ClientURL(), nats.Token("wrong"))
+	_, err := testenv.Dial(t, s.ClientURL(), nats.Token("wrong"))
 	require.ErrorContains(t, err, "Authorization Violation")
-	denied(t, mustDial(t, s.ClientURL(), nats.Token("pw")), "a token client")
+	denied(t, testenv.MustDial(t, s.ClientURL(), nats.Token("pw")), "a token client")
 	comb := connect(t, func() (*nats.Conn, error) { return s.Connect() })
 	_, err = comb.Subscribe("comb.push.>", func(*nats.Msg) {})
 	require.NoError(t, err)
@@ -180,7 +126,7 @@ func TestTokenDenials(t *testing.T) {
 
 	// A single user becomes a users entry, with the denials.
 	s = start(t, Config{Port: -1, Username: "u", Password: "p"})
-	denied(t, mustDial(t, s.ClientURL(), nats.UserInfo("u", "p")), "the single user")
+	denied(t, testenv.MustDial(t, s.ClientURL(), nats.UserInfo("u", "p")), "the single user")
 }
 
 // TestRefused: wrong passwords and unknown nkeys do not get in; an
@@ -203,18 +149,18 @@ func TestRefused(t *testing.T) {
 		require.NoError(t, err)
 		return nats.Nkey(p, kp.Sign)
 	}
-	w := mustDial(t, s.ClientURL(), signed(known))
+	w := testenv.MustDial(t, s.ClientURL(), signed(known))
 	denied(t, w, "the nkey")
-	_, err = dial(t, s.ClientURL(), signed(stranger))
+	_, err = testenv.Dial(t, s.ClientURL(), signed(stranger))
 	require.ErrorContains(t, err, "Authorization Violation", "an unknown nkey")
-	_, err = dial(t, s.ClientURL(), nats.UserInfo("_comb_x", "guess"))
+	_, err = testenv.Dial(t, s.ClientURL(), nats.UserInfo("_comb_x", "guess"))
 	require.ErrorContains(t, err, "Authorization Violation", "a guessed user")
 
 	s = start(t, Config{Port: -1, Options: fileOptions(t,
 		`authorization { users: [ {user: alice, password: "$2a$04$eKpWIlefc27RLFmz4XMRZe0JAtsoYTvKh2/2wpGf5x1P9kIUagFLe"} ] }`)})
-	_, err = dial(t, s.ClientURL(), nats.UserInfo("alice", "wrong"))
+	_, err = testenv.Dial(t, s.ClientURL(), nats.UserInfo("alice", "wrong"))
 	require.ErrorContains(t, err, "Authorization Violation", "a wrong password")
-	mustDial(t, s.ClientURL(), nats.UserInfo("alice", "pw"))
+	testenv.MustDial(t, s.ClientURL(), nats.UserInfo("alice", "pw"))
 }
 
 // TestTLSOnly: a listener with TLS refuses a plain client and serves a
@@ -239,9 +185,9 @@ authorization { users: [ {user: alice, password: pa} ] }`, certs.Server, certs.S
 	rest, _ := io.ReadAll(r)
 	require.NotContains(t, string(rest), "PONG", "a plain client")
 	// nats.go switches to TLS itself; without the CA it does not trust us.
-	_, err = dial(t, s.ClientURL(), nats.UserInfo("alice", "pa"))
+	_, err = testenv.Dial(t, s.ClientURL(), nats.UserInfo("alice", "pa"))
 	require.ErrorContains(t, err, "certificate signed by unknown authority")
-	w := mustDial(t, s.ClientURL(), nats.UserInfo("alice", "pa"), nats.Secure(certs.ClientTLS(t, "", "")))
+	w := testenv.MustDial(t, s.ClientURL(), nats.UserInfo("alice", "pa"), nats.Secure(certs.ClientTLS(t, "", "")))
 	require.NoError(t, w.Flush())
 	comb := connect(t, func() (*nats.Conn, error) { return s.Connect() })
 	require.NoError(t, comb.Flush())
@@ -268,19 +214,19 @@ authorization { users: [ {user: "CN=ops"} ] }`, certs.Server, certs.ServerKey, c
 		require.NoError(t, comb.Flush())
 	}
 
-	_, err := dial(t, s.ClientURL(), nats.Secure(certs.ClientTLS(t, "", "")))
+	_, err := testenv.Dial(t, s.ClientURL(), nats.Secure(certs.ClientTLS(t, "", "")))
 	require.Error(t, err, "no client certificate")
-	_, err = dial(t, s.ClientURL(), nats.Secure(certs.ClientTLS(t, eveCert, eveKey)))
+	_, err = testenv.Dial(t, s.ClientURL(), nats.Secure(certs.ClientTLS(t, eveCert, eveKey)))
 	require.ErrorContains(t, err, "Authorization Violation", "a certificate of the CA that maps to no user")
 
-	alice := mustDial(t, s.ClientURL(), nats.Secure(certs.ClientTLS(t, aliceCert, aliceKey)))
+	alice := testenv.MustDial(t, s.ClientURL(), nats.Secure(certs.ClientTLS(t, aliceCert, aliceKey)))
 	require.NoError(t, alice.Publish("comb.push.orders", nil))
-	alice.allowed(t, "alice pushes to orders")
+	alice.Allowed(t, "alice pushes to orders")
 	require.NoError(t, alice.Publish("comb.pop.orders", nil))
-	alice.violation(t, "alice pops")
+	alice.Violation(t, "alice pops")
 	_, err = alice.Subscribe("comb.>", func(*nats.Msg) {})
 	require.NoError(t, err)
-	alice.violation(t, "alice subscribes comb.> though the file allows it")
+	alice.Violation(t, "alice subscribes comb.> though the file allows it")
 
 	// Comb's user in APP serves alice.
 	comb := connect(t, func() (*nats.Conn, error) { return s.ConnectTenant("APP") })

@@ -6,11 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/combmq/comb/internal/testenv"
 )
 
 // TestJetStreamRun runs a few seconds of a tiny workload against the
@@ -77,7 +78,7 @@ func TestInterrupt(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out := &syncBuffer{}
+	out := &testenv.Buffer{}
 	done := make(chan struct{})
 	var sum Summary
 	var err error
@@ -117,22 +118,4 @@ func TestInterrupt(t *testing.T) {
 		_, err := os.Stat(filepath.Join(cfg.OutDir, f))
 		require.NoError(t, err, f)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe to read while Run writes to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

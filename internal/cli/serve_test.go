@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,33 +22,16 @@ import (
 
 	"github.com/combmq/comb/broker"
 	"github.com/combmq/comb/internal/pgcluster"
+	"github.com/combmq/comb/internal/testenv"
 )
 
 // childEnv makes the test binary act as `comb` (see TestMain), so the serve
 // tests run the real command as a separate process without a `go build`.
 const childEnv = "COMB_CLI_TEST_CHILD"
 
-// lockedBuffer collects a child's output while a goroutine writes it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 type serveProc struct {
 	cmd     *exec.Cmd
-	out     *lockedBuffer
+	out     *testenv.Buffer
 	natsURL string
 	exited  chan struct{} // closed once cmd.Wait has returned
 	err     error         // cmd.Wait's result, valid after exited
@@ -72,7 +54,7 @@ func startServe(t *testing.T, args ...string) *serveProc {
 	}
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
-	p := &serveProc{cmd: cmd, out: &lockedBuffer{}, exited: make(chan struct{})}
+	p := &serveProc{cmd: cmd, out: &testenv.Buffer{}, exited: make(chan struct{})}
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
