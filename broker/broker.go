@@ -37,6 +37,7 @@ type Broker struct {
 	st       *store.Store
 	srv      *embeddednats.Server
 	br       *bridge.Bridge
+	http     *httpServer // nil when Config.HTTP is ""
 
 	undo     []func() // what Start built, undone in reverse by Stop
 	stopOnce sync.Once
@@ -114,6 +115,15 @@ func (b *Broker) start(ctx context.Context) error {
 		st.RunSweeper(sctx, cfg.SweepInterval)
 	}()
 	b.undo = append(b.undo, func() { scancel(); <-swept })
+
+	if cfg.HTTP != "" {
+		h, err := listenHTTP(cfg.HTTP, log)
+		if err != nil {
+			return err
+		}
+		b.undo = append(b.undo, h.stop)
+		b.http = h
+	}
 
 	if cfg.Pprof != "" {
 		stop, err := servePprof(cfg.Pprof, log)
@@ -226,6 +236,15 @@ func (b *Broker) LogPostgresURL() string { return b.pgLogURL }
 
 // Prefix returns the first token of every subject the bridge serves.
 func (b *Broker) Prefix() string { return b.cfg.Bridge.WithDefaults().Prefix }
+
+// HTTPURL returns the HTTP listener's base URL (http://host:port, with the
+// port actually bound), or "" when it is off.
+func (b *Broker) HTTPURL() string {
+	if b.http == nil {
+		return ""
+	}
+	return "http://" + b.http.addr.String()
+}
 
 // Store returns the store the bridge serves.
 func (b *Broker) Store() *store.Store { return b.st }

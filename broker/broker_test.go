@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -33,7 +34,31 @@ func testConfig(t *testing.T) Config {
 	c.Postgres.URL = url
 	c.NATS.Host, c.NATS.Port = "127.0.0.1", -1
 	c.NATS.HTTPPort = embeddednats.NoMonitoring
+	c.HTTP = "127.0.0.1:0" // tests run in parallel
 	return c
+}
+
+// The HTTP listener serves /healthz on the port it bound, loopback by
+// default, and is off when empty.
+func TestHTTPListener(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "127.0.0.1:8480", DefaultConfig().HTTP)
+	b := start(t, testConfig(t))
+	u := b.HTTPURL()
+	require.Regexp(t, `^http://127\.0\.0\.1:\d+$`, u)
+	resp, err := http.Get(u + "/healthz")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, "ok\n", string(body))
+
+	c := testConfig(t)
+	c.HTTP = ""
+	require.Empty(t, start(t, c).HTTPURL())
+
+	c.HTTP = "nowhere"
+	require.ErrorContains(t, c.Validate(), `-http "nowhere": want host:port`)
 }
 
 func start(t *testing.T, c Config) *Broker {

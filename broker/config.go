@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -38,13 +39,16 @@ type Config struct {
 	SweepInterval time.Duration
 	// Pprof, when set, serves net/http/pprof on this host:port.
 	Pprof string
+	// HTTP is the host:port of the HTTP listener (health, and what the
+	// operator's tools serve there); "" turns it off. Loopback unless the
+	// configuration says otherwise.
+	HTTP string
 	// LogLevel is the level the process logs at. Start logs through the
 	// logger it is given; `comb serve` builds that logger at this level.
 	LogLevel slog.Level
 
 	// Room for what comes next, each a section of its own: Spool (a local
-	// write-ahead spool that takes pushes while PostgreSQL is away) and
-	// Tenancy (NATS accounts as tenants, each with its own queues).
+	// write-ahead spool that takes pushes while PostgreSQL is away).
 }
 
 // PostgresConfig is the PostgreSQL side of Config.
@@ -74,6 +78,7 @@ func DefaultConfig() Config {
 		Postgres: PostgresConfig{Port: 5433, MaxConns: store.DefaultMaxConns,
 			QueueCacheTTL: store.DefaultQueueCacheTTL},
 		SweepInterval: time.Second,
+		HTTP:          DefaultHTTP,
 		LogLevel:      slog.LevelInfo,
 		Bridge:        bridge.Config{}.WithDefaults(),
 	}
@@ -114,6 +119,13 @@ func (c Config) Validate() error {
 	}
 	if c.SweepInterval < 10*time.Millisecond || c.SweepInterval > time.Hour {
 		bad("sweep_interval", "%s: want between 10ms and 1h", c.SweepInterval)
+	}
+	if c.HTTP != "" {
+		if _, p, err := net.SplitHostPort(c.HTTP); err != nil {
+			bad("http", "%q: want host:port, such as %s", c.HTTP, DefaultHTTP)
+		} else if n, err := strconv.Atoi(p); err != nil || n < 0 || n > 65535 {
+			bad("http", "%q: want a port, or 0 to pick a free one", c.HTTP)
+		}
 	}
 	if c.Pprof != "" {
 		if err := checkLoopback(c.Pprof); err != nil {

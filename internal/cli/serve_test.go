@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -44,6 +45,11 @@ var readyRE = regexp.MustCompile(`msg="comb ready".* nats=(nats://\S+)`)
 // implemented yet, and fails it on any other early exit.
 func startServe(t *testing.T, args ...string) *serveProc {
 	t.Helper()
+	// Tests run in parallel: the HTTP listener takes a free port unless the
+	// test names one.
+	if !slices.Contains(args, "-http") {
+		args = append([]string{"-http", "127.0.0.1:0"}, args...)
+	}
 	cmd := exec.Command(os.Args[0], append([]string{"serve"}, args...)...)
 	cmd.Env = append(os.Environ(), childEnv+"=1")
 	for _, kv := range os.Environ() { // the flags under test must win

@@ -70,6 +70,9 @@ type Options struct {
 	SweepInterval time.Duration
 	// Logger receives every component's logs; nil discards.
 	Logger *slog.Logger
+	// HTTP is the broker's HTTP listener address, such as 127.0.0.1:0;
+	// "" (the default) leaves it off.
+	HTTP string
 	// ClientOptions are added to Env.NC's connection: the credentials and
 	// TLS settings a server with authentication wants.
 	ClientOptions []nats.Option
@@ -98,6 +101,7 @@ func (opts Options) Config(pgURL string) broker.Config {
 		cfg.SweepInterval = opts.SweepInterval
 	}
 	cfg.Pprof = ""
+	cfg.HTTP = opts.HTTP
 	return cfg
 }
 

@@ -334,9 +334,10 @@ func newBrokerProc(t *testing.T, pgURL string) *brokerProc {
 	addr := ln.Addr().String()
 	require.NoError(t, ln.Close())
 	b := &brokerProc{
-		t:      t,
-		url:    "nats://" + addr,
-		args:   []string{"serve", "-postgres-url", pgURL, "-nats-listen", addr, "-nats-http", "0", "-data-dir", t.TempDir()},
+		t:   t,
+		url: "nats://" + addr,
+		args: []string{"serve", "-postgres-url", pgURL, "-nats-listen", addr, "-nats-http", "0", "-http", "127.0.0.1:0",
+			"-data-dir", t.TempDir()},
 		logDir: t.TempDir(),
 	}
 	t.Cleanup(func() {

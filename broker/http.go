@@ -1,0 +1,47 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+)
+
+// DefaultHTTP is the HTTP listener's address unless the configuration
+// says otherwise: loopback, so that only the operator's own machine sees
+// the metrics and the status page.
+const DefaultHTTP = "127.0.0.1:8480"
+
+// httpServer is the broker's HTTP listener: the handlers its parts
+// register on Mux, served until stop.
+type httpServer struct {
+	mux  *http.ServeMux
+	addr net.Addr
+	srv  *http.Server
+}
+
+// listenHTTP binds addr and starts serving mux; handlers may be added to
+// mux until the first request that needs them.
+func listenHTTP(addr string, log *slog.Logger) (*httpServer, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("http listener %s: %w (choose another with -http, COMB_HTTP or http in the file; empty turns it off)", addr, err)
+	}
+	h := &httpServer{mux: http.NewServeMux(), addr: ln.Addr()}
+	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "ok")
+	})
+	h.srv = &http.Server{Handler: h.mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := h.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Warn("http server", "err", err)
+		}
+	}()
+	log.Info("http listening", "url", "http://"+h.addr.String()+"/")
+	return h, nil
+}
+
+func (h *httpServer) stop() { _ = h.srv.Close() }
