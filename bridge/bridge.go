@@ -236,16 +236,21 @@ type Bridge struct {
 type Tenant struct {
 	Name string
 	Conn *nats.Conn
+	// Interest, when set, says whether anyone in the tenant's account
+	// still subscribes to a subject; a long-polling pop whose requester
+	// is gone is then dropped before it leases anything.
+	Interest func(subject string) bool
 }
 
 // tenant is a served Tenant: its micro service and its figures.
 type tenant struct {
-	name    string
-	nc      *nats.Conn
-	svc     micro.Service
-	stats   map[string]*endpointStats
-	waiting atomic.Int64 // its pops long-polling on this bridge
-	quota   *quota
+	name     string
+	nc       *nats.Conn
+	svc      micro.Service
+	stats    map[string]*endpointStats
+	waiting  atomic.Int64 // its pops long-polling on this bridge
+	quota    *quota
+	interest func(subject string) bool // nil: assume someone listens
 }
 
 // endpointStats are the bridge's own figures of one endpoint of one
@@ -308,7 +313,8 @@ func New(nc *nats.Conn, st *store.Store, cfg Config, log *slog.Logger, tenants .
 			return nil, fmt.Errorf("bridge: tenant %q: nil or repeated", t.Name)
 		}
 		seen[t.Name] = true
-		tt := &tenant{name: t.Name, nc: t.Conn, stats: map[string]*endpointStats{}, quota: newQuota(cfg.Quotas.Of(t.Name))}
+		tt := &tenant{name: t.Name, nc: t.Conn, stats: map[string]*endpointStats{}, quota: newQuota(cfg.Quotas.Of(t.Name)),
+			interest: t.Interest}
 		for _, v := range protocol.Verbs {
 			tt.stats[v] = &endpointStats{}
 		}

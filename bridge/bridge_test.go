@@ -819,3 +819,30 @@ func TestPopReplyFitsMaxPayload(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, m.Header.Get(micro.ErrorCodeHeader), "JSON travels as is: %s", m.Data)
 }
+
+// A long-polling pop whose requester has gone (its connection closed) is
+// dropped when woken, before it leases anything: the message goes to the
+// next consumer at once, not after the orphan's lease expires.
+func TestVanishedLongPollLeasesNothing(t *testing.T) {
+	t.Parallel()
+	env := combtest.Start(t)
+	call(t, env.NC, "comb.configure.v", `{"lease_ms":60000}`, nil)
+
+	gone, err := nats.Connect(env.URL)
+	require.NoError(t, err)
+	inbox := gone.NewRespInbox()
+	_, err = gone.SubscribeSync(inbox)
+	require.NoError(t, err)
+	require.NoError(t, gone.PublishRequest("comb.pop.v", inbox, []byte(`{"wait_ms":20000}`)))
+	require.NoError(t, gone.Flush())
+	require.Eventually(t, func() bool { return env.Bridge.Waiting() == 1 }, 10*time.Second, 5*time.Millisecond)
+	gone.Close()
+	require.Eventually(t, func() bool { return !env.Server.HasInterest("", inbox) }, 10*time.Second, 5*time.Millisecond)
+
+	push(t, env.NC, "v", `{"messages":[{"data":"for the living"}]}`)
+	require.Eventually(t, func() bool { return env.Bridge.Stats().InFlight == 0 }, 10*time.Second, 5*time.Millisecond,
+		"the woken orphan is answered or dropped")
+	msgs := pop(t, env.NC, "v", `{}`)
+	require.Len(t, msgs, 1, "the orphan leased nothing")
+	require.Equal(t, 1, msgs[0].Attempt)
+}

@@ -27,6 +27,9 @@ type popJob struct {
 	// names none): the pop tries it first, by its key, before it looks
 	// at every partition of its group.
 	hint string
+	// tries counts the pop's tries; from the second on, it has waited,
+	// and its requester may have gone.
+	tries int
 }
 
 // waitQueue holds the long-polling pops of one queue. It exists while some
@@ -163,6 +166,15 @@ func (p *popper) worker() {
 // run makes one try of a pop: it answers, or parks the pop as a waiter.
 func (p *popper) run(job *popJob) {
 	waits := !job.deadline.IsZero()
+	job.tries++
+	if waits && job.tries > 1 && p.gone(job) {
+		// Nobody would receive what it leased: the messages would stay
+		// hidden from every other consumer until the lease expired.
+		job.call.t.quota.longPollDone()
+		p.count.Add(-1)
+		p.b.finish(job.call)
+		return
+	}
 	var seq uint64
 	var k known
 	if waits {
@@ -198,6 +210,17 @@ func (p *popper) run(job *popJob) {
 	}
 	p.count.Add(-1)
 	p.b.finish(job.call)
+}
+
+// gone reports whether a waiting pop's requester has stopped listening
+// for the reply (it timed out, or its connection closed).
+func (p *popper) gone(job *popJob) bool {
+	t := job.call.t
+	if t.interest == nil || t.interest(job.call.reply) {
+		return false
+	}
+	p.b.log.Debug("pop: the requester is gone; dropped before leasing", "tenant", t.name, "queue", job.req.Queue.Name)
+	return true
 }
 
 // pop makes the store call of one try: the partition a wake-up hinted at

@@ -161,7 +161,8 @@ func (b *Broker) start(ctx context.Context) error {
 			}
 			b.undo = append(b.undo, tc.Close)
 		}
-		tenants = append(tenants, bridge.Tenant{Name: name, Conn: tc})
+		tenants = append(tenants, bridge.Tenant{Name: name, Conn: tc,
+			Interest: func(subject string) bool { return srv.HasInterest(name, subject) }})
 	}
 	br, err := bridge.New(nc, st, cfg.Bridge.WithDefaults(), log.With("component", "bridge"), tenants...)
 	if err != nil {

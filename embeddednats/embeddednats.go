@@ -370,6 +370,23 @@ func (s *Server) ConnectTenant(tenant string, opts ...nats.Option) (*nats.Conn, 
 	return nc, nil
 }
 
+// HasInterest reports whether anything in the tenant's account ("" is the
+// global account) subscribes to subject, here or across a cluster's
+// routes: whether a message published there would reach anyone. An
+// unknown tenant is reported as having interest, so that a caller errs
+// toward sending.
+func (s *Server) HasInterest(tenant, subject string) bool {
+	acc := s.ns.GlobalAccount()
+	if tenant != "" {
+		a, err := s.ns.LookupAccount(tenant)
+		if err != nil {
+			return true
+		}
+		acc = a
+	}
+	return acc.SubscriptionInterest(subject)
+}
+
 // Tenants returns the tenants the server serves, sorted: "" for the global
 // account ($G) (always present when no account is configured; present when
 // some users/nkeys land in $G), and the name of every configured account
