@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -41,6 +42,8 @@ type Broker struct {
 
 	undo     []func() // what Start built, undone in reverse by Stop
 	stopOnce sync.Once
+	lameDuck atomic.Bool // StopLameDuck: the server lets clients go slowly
+	ready    atomic.Bool // started and not stopping, for /readyz
 }
 
 // Start validates cfg and builds a broker in order: PostgreSQL (a private
@@ -83,6 +86,11 @@ func (b *Broker) start(ctx context.Context) error {
 			}
 			log.Info("private postgresql stopped")
 		})
+		// A postmaster that dies by itself comes back by itself.
+		sctx, scancel := context.WithCancel(life)
+		supervised := make(chan struct{})
+		go func() { defer close(supervised); cl.Supervise(sctx) }()
+		b.undo = append(b.undo, func() { scancel(); <-supervised })
 		b.pgURL, b.pgLogURL = cl.URL(), cl.PassfileURL()
 	} else {
 		b.pgLogURL = RedactURL(b.pgURL)
@@ -122,6 +130,7 @@ func (b *Broker) start(ctx context.Context) error {
 			return err
 		}
 		b.undo = append(b.undo, h.stop)
+		h.mux.HandleFunc("GET /readyz", b.readyz)
 		b.http = h
 	}
 
@@ -141,7 +150,13 @@ func (b *Broker) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	b.undo = append(b.undo, srv.Shutdown)
+	b.undo = append(b.undo, func() {
+		if b.lameDuck.Load() {
+			srv.LameDuck()
+			return
+		}
+		srv.Shutdown()
+	})
 	b.srv = srv
 	nc, err := srv.Connect(nats.Name("comb-bridge"))
 	if err != nil {
@@ -180,6 +195,7 @@ func (b *Broker) start(ctx context.Context) error {
 		br.Stop()
 	})
 	b.br = br
+	b.ready.Store(true)
 	return nil
 }
 
@@ -210,6 +226,22 @@ func startPrivate(ctx context.Context, cfg Config, log *slog.Logger) (*pgcluster
 // the NATS server, pprof, the sweeper and the store, and stops the private
 // PostgreSQL last. It is safe to call twice.
 func (b *Broker) Stop() {
+	b.stop()
+}
+
+// StopLameDuck stops like Stop, but once the bridge has answered what was
+// in flight, the NATS server enters lame duck mode instead of closing every
+// client at once: it stops accepting connections and closes the clients
+// it has spread over lame_duck_duration, so that in a cluster they move to
+// the other brokers without a burst of reconnects. `comb serve` does this
+// on SIGTERM.
+func (b *Broker) StopLameDuck() {
+	b.lameDuck.Store(true)
+	b.stop()
+}
+
+func (b *Broker) stop() {
+	b.ready.Store(false)
 	b.stopOnce.Do(func() {
 		for i := len(b.undo) - 1; i >= 0; i-- {
 			b.undo[i]()

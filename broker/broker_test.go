@@ -38,6 +38,16 @@ func testConfig(t *testing.T) Config {
 	return c
 }
 
+func getReady(t *testing.T, base string) (int, readiness) {
+	t.Helper()
+	resp, err := http.Get(base + "/readyz")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var rd readiness
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&rd))
+	return resp.StatusCode, rd
+}
+
 // The HTTP listener serves /healthz on the port it bound, loopback by
 // default, and is off when empty.
 func TestHTTPListener(t *testing.T) {
@@ -52,6 +62,16 @@ func TestHTTPListener(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Equal(t, "ok\n", string(body))
+
+	// /readyz: ready with every check ok; once PostgreSQL is unreachable,
+	// 503 naming the check and nothing about where PostgreSQL is.
+	code, rd := getReady(t, u)
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, readiness{Ready: true, Checks: map[string]string{"broker": "ok", "nats": "ok", "postgresql": "ok"}}, rd)
+	b.st.Close() // as good as an unreachable PostgreSQL, for this broker
+	code, rd = getReady(t, u)
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.Equal(t, readiness{Ready: false, Checks: map[string]string{"broker": "ok", "nats": "ok", "postgresql": "unreachable"}}, rd)
 
 	c := testConfig(t)
 	c.HTTP = ""

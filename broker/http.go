@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -45,3 +47,40 @@ func listenHTTP(addr string, log *slog.Logger) (*httpServer, error) {
 }
 
 func (h *httpServer) stop() { _ = h.srv.Close() }
+
+// readiness is /readyz's JSON: whether this broker should get traffic,
+// and each check's state. Checks name what failed, never a host or URL.
+type readiness struct {
+	Ready  bool              `json:"ready"`
+	Checks map[string]string `json:"checks"`
+}
+
+// readyz answers 200 when the broker has started, is not stopping, its
+// NATS server accepts connections and PostgreSQL answers a ping within a
+// second; 503 otherwise, with the JSON saying which check failed.
+func (b *Broker) readyz(w http.ResponseWriter, r *http.Request) {
+	rd := readiness{Ready: true, Checks: map[string]string{}}
+	check := func(name string, ok bool, why string) {
+		if ok {
+			rd.Checks[name] = "ok"
+			return
+		}
+		rd.Ready = false
+		rd.Checks[name] = why
+	}
+	started := b.ready.Load()
+	check("broker", started, "starting or stopping")
+	if started {
+		check("nats", b.srv.NATS().ReadyForConnections(50*time.Millisecond), "not accepting connections")
+		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+		err := b.st.Ping(ctx)
+		cancel()
+		check("postgresql", err == nil, "unreachable")
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	if !rd.Ready {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	_ = json.NewEncoder(w).Encode(rd)
+}

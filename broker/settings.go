@@ -104,7 +104,7 @@ var settings = []Setting{
 		Usage: "how often retention (completed_retention_s, max_age_s) and dedup expiry run",
 		bind:  func(c *Config) flag.Value { return (*durationValue)(&c.SweepInterval) }},
 	{Key: "http", Group: GroupGeneral, kind: kindString,
-		Usage: "HTTP listener host:port for /healthz; loopback by default, port 0 picks a free one, empty is off (it has no authentication)",
+		Usage: "HTTP listener host:port for /healthz and /readyz; loopback by default, port 0 picks a free one, empty is off (it has no authentication)",
 		bind:  func(c *Config) flag.Value { return (*stringValue)(&c.HTTP) }},
 	{Key: "pprof", Group: GroupGeneral, kind: kindString,
 		Usage: "serve Go's pprof profiles on this loopback host:port (127.0.0.1, ::1 or localhost, e.g. 127.0.0.1:6060); empty is off",

@@ -202,13 +202,15 @@ func TestWatchSignals(t *testing.T) {
 		sigs := make(chan os.Signal, 2)
 		ctx, cancel := context.WithCancel(t.Context())
 		exited := make(chan int, 1)
-		go watchSignals(sigs, make(chan struct{}), cancel, func(c int) { exited <- c }, log)
+		got := make(chan os.Signal, 1)
+		go watchSignals(sigs, make(chan struct{}), func(s os.Signal) { got <- s; cancel() }, func(c int) { exited <- c }, log)
 		sigs <- syscall.SIGINT
 		select {
 		case <-ctx.Done():
 		case <-time.After(5 * time.Second):
 			t.Fatal("first signal did not cancel")
 		}
+		require.Equal(t, syscall.SIGINT, <-got, "the drain learns which signal")
 		require.Empty(t, exited)
 		sigs <- syscall.SIGTERM
 		select {
@@ -224,7 +226,7 @@ func TestWatchSignals(t *testing.T) {
 		done := make(chan struct{})
 		finished := make(chan struct{})
 		go func() {
-			watchSignals(make(chan os.Signal), done, func() {}, func(int) { t.Error("exit") }, log)
+			watchSignals(make(chan os.Signal), done, func(os.Signal) {}, func(int) { t.Error("exit") }, log)
 			close(finished)
 		}()
 		close(done)

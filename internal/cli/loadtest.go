@@ -200,7 +200,7 @@ func runLoadtest(ctx context.Context, env Env, args []string) int {
 	defer cancel()
 	done := make(chan struct{})
 	defer close(done)
-	go watchSignals(sigs, done, cancel, env.Exit, cfg.Logger)
+	go watchSignals(sigs, done, func(os.Signal) { cancel() }, env.Exit, cfg.Logger)
 
 	_, err = loadtest.Run(ctx, cfg, env.Stdout)
 	switch {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/combmq/comb/broker"
@@ -148,7 +149,11 @@ func runServe(ctx context.Context, env Env, args []string) int {
 	defer cancel()
 	done := make(chan struct{})
 	defer close(done)
-	go watchSignals(sigs, done, cancel, env.Exit, log)
+	var term atomic.Bool // the first signal was SIGTERM
+	go watchSignals(sigs, done, func(s os.Signal) {
+		term.Store(s == syscall.SIGTERM)
+		cancel()
+	}, env.Exit, log)
 
 	b, err := broker.Start(ctx, cfg.Config, log)
 	if err != nil {
@@ -161,18 +166,24 @@ func runServe(ctx context.Context, env Env, args []string) int {
 	}
 	log.Info("comb ready", attrs...)
 	<-ctx.Done()
-	b.Stop()
+	if term.Load() {
+		// An orchestrator's stop: let clients move to other brokers.
+		log.Info("SIGTERM: draining, then lame duck mode")
+		b.StopLameDuck()
+	} else {
+		b.Stop()
+	}
 	log.Info("comb stopped")
 	return 0
 }
 
 // watchSignals turns the first signal into a drain (cancel) and the second
 // into an immediate exit, for an operator who will not wait.
-func watchSignals(sigs <-chan os.Signal, done <-chan struct{}, cancel func(), exit func(int), log *slog.Logger) {
+func watchSignals(sigs <-chan os.Signal, done <-chan struct{}, cancel func(os.Signal), exit func(int), log *slog.Logger) {
 	select {
 	case s := <-sigs:
 		log.Info("signal received, draining; send another to exit at once", "signal", s.String())
-		cancel()
+		cancel(s)
 	case <-done:
 		return
 	}

@@ -153,10 +153,22 @@ func TestServeLifecycle(t *testing.T) {
 		require.Contains(t, out, want)
 	}
 
-	p = startServe(t, args...)
+	// SIGTERM drains, then lets clients go in lame duck mode.
+	p = startServe(t, append(args, "-lame-duck-duration", "1s", "-lame-duck-grace-period", "100ms")...)
 	require.Contains(t, p.out.String(), "reusing PostgreSQL data directory")
 	ping(t, p.natsURL)
+	client, err := nats.Connect(p.natsURL, nats.MaxReconnects(0))
+	require.NoError(t, err)
+	defer client.Close()
 	require.Equal(t, 0, p.stop(t, syscall.SIGTERM))
+	out = p.out.String()
+	for _, want := range []string{"SIGTERM: draining, then lame duck mode", "draining the bridge", "nats server entering lame duck mode",
+		"nats server stopped", "comb stopped"} {
+		require.Contains(t, out, want)
+	}
+	require.Less(t, strings.Index(out, "draining the bridge"), strings.Index(out, "entering lame duck mode"),
+		"in-flight requests are answered before clients are let go")
+	require.Eventually(t, client.IsClosed, 5*time.Second, 10*time.Millisecond, "the lame duck closed the client")
 }
 
 // checkPostgresLogged: the log of a serve on a private cluster never holds

@@ -333,11 +333,16 @@ func newBrokerProc(t *testing.T, pgURL string) *brokerProc {
 	require.NoError(t, err)
 	addr := ln.Addr().String()
 	require.NoError(t, ln.Close())
+	// Without a URL the broker runs its own PostgreSQL in its data dir.
+	pg := []string{"-postgres-url", pgURL}
+	if pgURL == "" {
+		pg = []string{"-pg-port", "0"}
+	}
 	b := &brokerProc{
 		t:   t,
 		url: "nats://" + addr,
-		args: []string{"serve", "-postgres-url", pgURL, "-nats-listen", addr, "-nats-http", "0", "-http", "127.0.0.1:0",
-			"-data-dir", t.TempDir()},
+		args: append([]string{"serve", "-nats-listen", addr, "-nats-http", "0", "-http", "127.0.0.1:0",
+			"-data-dir", t.TempDir()}, pg...),
 		logDir: t.TempDir(),
 	}
 	t.Cleanup(func() {
@@ -411,6 +416,29 @@ func (b *brokerProc) start() {
 		case <-tick.C:
 		}
 	}
+}
+
+// dataDir is the broker's -data-dir.
+func (b *brokerProc) dataDir() string {
+	for i, a := range b.args {
+		if a == "-data-dir" {
+			return b.args[i+1]
+		}
+	}
+	return ""
+}
+
+// interrupt stops the broker as Ctrl-C does, and waits until it is gone.
+func (b *brokerProc) interrupt() {
+	t := b.t
+	t.Helper()
+	require.NoError(t, b.cmd.Process.Signal(os.Interrupt))
+	select {
+	case <-b.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("comb serve still running 30 s after SIGINT")
+	}
+	b.cmd = nil
 }
 
 // kill sends SIGKILL to the broker and waits until it is gone.
