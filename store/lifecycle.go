@@ -132,12 +132,14 @@ func (s *Store) sweepQueue(ctx context.Context, q queueRow, st *SweepStats) erro
 
 // RunSweeper sweeps every interval until ctx ends, and again at once while
 // a sweep reports more to do. Errors are logged, not fatal: retention
-// resumes when PostgreSQL answers again.
+// resumes when PostgreSQL answers again. With several brokers on one
+// database, one sweeps at a time (a session advisory lock per schema);
+// the others skip the round rather than repeat its work.
 func (s *Store) RunSweeper(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		st, err := s.Sweep(ctx)
+		st, err := s.sweepIfLeader(ctx)
 		switch {
 		case errors.Is(err, context.Canceled) || ctx.Err() != nil:
 			return
@@ -156,6 +158,36 @@ func (s *Store) RunSweeper(ctx context.Context, interval time.Duration) {
 		case <-t.C:
 		}
 	}
+}
+
+// sweepIfLeader sweeps when no other store on this database and schema
+// is sweeping: it holds a session advisory lock for the sweep, on a
+// connection of its own. A round another store holds reports nothing done.
+func (s *Store) sweepIfLeader(ctx context.Context) (SweepStats, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return SweepStats{}, fmt.Errorf("sweep: %w", classify(err))
+	}
+	defer conn.Release()
+	var leader bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtextextended('comb_sweeper:' || current_schema(), 0))`).
+		Scan(&leader); err != nil {
+		return SweepStats{}, fmt.Errorf("sweep: %w", classify(err))
+	}
+	if !leader {
+		return SweepStats{}, nil
+	}
+	defer func() {
+		// On a fresh context: a cancelled one would leave the lock held
+		// by a pooled session until it closes.
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if _, err := conn.Exec(uctx, `SELECT pg_advisory_unlock(hashtextextended('comb_sweeper:' || current_schema(), 0))`); err != nil {
+			// The session may still hold it: do not give it back to the pool.
+			conn.Conn().Close(uctx)
+		}
+	}()
+	return s.Sweep(ctx)
 }
 
 // Seek moves a group's cursors on a queue — on every partition, or on one

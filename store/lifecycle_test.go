@@ -302,3 +302,38 @@ func TestDeleteRemovesDedupAndCursors(t *testing.T) {
 	res := pushIDs(t, st, "q", domain.PushMessage{Partition: dp, ID: "a", Data: []byte("1")})
 	require.Equal(t, domain.Stored, res[0].Status)
 }
+
+// With several stores on one database and schema, the sweeper runs on one
+// at a time: while another session holds the sweeper's lock, RunSweeper
+// sweeps nothing; once it lets go, the sweep happens.
+func TestSweeperLeader(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx := ctxT(t)
+	configure(t, st, "q", domain.ConfigPatch{MaxAgeS: i64(1)})
+	pushN(t, st, "q", "p", 0, 3)
+
+	other, err := st.Pool().Acquire(ctx) // another broker's sweeper, as far as the lock goes
+	require.NoError(t, err)
+	defer other.Release()
+	_, err = other.Exec(ctx, `SELECT pg_advisory_lock(hashtextextended('comb_sweeper:' || current_schema(), 0))`)
+	require.NoError(t, err)
+
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); st.RunSweeper(sctx, 50*time.Millisecond) }()
+	defer func() { cancel(); <-done }()
+
+	segments := func() int {
+		var n int
+		require.NoError(t, st.Pool().QueryRow(ctx, `SELECT count(*) FROM comb_segments`).Scan(&n))
+		return n
+	}
+	time.Sleep(2 * time.Second) // past max_age_s, many rounds of the sweeper
+	require.Equal(t, 1, segments(), "the other holds the lock: this store does not sweep")
+
+	_, err = other.Exec(ctx, `SELECT pg_advisory_unlock(hashtextextended('comb_sweeper:' || current_schema(), 0))`)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return segments() == 0 }, 10*time.Second, 50*time.Millisecond,
+		"the lock is free: this store sweeps")
+}
