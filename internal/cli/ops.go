@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"os/user"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -239,15 +240,20 @@ func runOps(ctx context.Context, env Env, c opsCommand, args []string) int {
 	return 0
 }
 
-// contextRoot is the folder natscontext keeps contexts under, from the
-// command's environment: $XDG_CONFIG_HOME, else $HOME/.config.
+// contextRoot is the folder the nats CLI keeps its contexts under:
+// $XDG_CONFIG_HOME, else .config in the user's home directory as the
+// system's user database has it (not $HOME: natscontext does the same, and
+// both tools must find the same contexts), else in $HOME.
 func contextRoot(getenv func(string) string) string {
 	if x := getenv("XDG_CONFIG_HOME"); x != "" {
 		return x
 	}
-	home := getenv("HOME")
+	home := ""
+	if u, err := user.Current(); err == nil {
+		home = u.HomeDir
+	}
 	if home == "" {
-		home, _ = os.UserHomeDir()
+		home = getenv("HOME")
 	}
 	if home == "" {
 		return ""

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -24,7 +25,8 @@ import (
 )
 
 // opsEnv is how a test runs the commands for people: against one broker,
-// in a HOME of its own (no nats context unless the test writes one).
+// with an XDG_CONFIG_HOME of its own, where the nats CLI's contexts live
+// (none unless the test writes one).
 type opsEnv struct {
 	t      *testing.T
 	broker *combtest.Env
@@ -39,7 +41,7 @@ func newOpsEnv(t *testing.T, opts combtest.Options) *opsEnv {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return &opsEnv{t: t, broker: b, ctx: ctx, client: comb.New(b.NC),
-		vars: map[string]string{"NATS_URL": b.URL, "HOME": t.TempDir()}}
+		vars: map[string]string{"NATS_URL": b.URL, "XDG_CONFIG_HOME": t.TempDir()}}
 }
 
 // result is one run of a command.
@@ -459,19 +461,19 @@ func TestOpsNATSContext(t *testing.T) {
 		NATS:          embeddednats.Config{Options: natsConf(t, `authorization { users: [ {user: ops, password: s3cret} ] }`)},
 		ClientOptions: []nats.Option{nats.UserInfo("ops", "s3cret")},
 	})
-	home := t.TempDir()
+	xdg := t.TempDir()
 	writeContext := func(root, name, body string) {
 		dir := filepath.Join(root, "nats", "context")
 		require.NoError(t, os.MkdirAll(dir, 0o700))
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name+".json"), []byte(body), 0o600))
 	}
-	writeContext(filepath.Join(home, ".config"), "prod", fmt.Sprintf(`{"description":"the test's","url":%q,"user":"ops","password":"s3cret"}`, e.broker.URL))
-	writeContext(filepath.Join(home, ".config"), "wrong", fmt.Sprintf(`{"url":%q,"user":"ops","password":"n0tit"}`, e.broker.URL))
-	require.NoError(t, os.WriteFile(filepath.Join(home, ".config", "nats", "context.txt"), []byte("prod"), 0o600))
+	writeContext(xdg, "prod", fmt.Sprintf(`{"description":"the test's","url":%q,"user":"ops","password":"s3cret"}`, e.broker.URL))
+	writeContext(xdg, "wrong", fmt.Sprintf(`{"url":%q,"user":"ops","password":"n0tit"}`, e.broker.URL))
+	require.NoError(t, os.WriteFile(filepath.Join(xdg, "nats", "context.txt"), []byte("prod"), 0o600))
 	e.ok("push", "orders", "x", "--server", e.broker.URL, "--user", "ops", "--password", "s3cret")
 
 	// The selected context, with no variable or flag.
-	e.vars = map[string]string{"HOME": home}
+	e.vars = map[string]string{"XDG_CONFIG_HOME": xdg}
 	var list protocol.ListReply
 	e.okJSON(&list, "queues")
 	require.Len(t, list.Queues, 1)
@@ -498,23 +500,34 @@ func TestOpsNATSContext(t *testing.T) {
 	require.Equal(t, 1, r.code)
 	require.Contains(t, r.stderr, "refused the credentials")
 
-	// $XDG_CONFIG_HOME is where contexts live when it is set; a context
-	// file's path works too, as in the nats CLI.
-	xdg := t.TempDir()
+	// Another folder, and a context file's path, as in the nats CLI.
+	xdg = t.TempDir()
 	writeContext(xdg, "xdg", fmt.Sprintf(`{"url":%q,"user":"ops","password":"s3cret"}`, e.broker.URL))
-	e.vars = map[string]string{"HOME": t.TempDir(), "XDG_CONFIG_HOME": xdg}
+	e.vars = map[string]string{"XDG_CONFIG_HOME": xdg}
 	e.ok("info", "orders", "--context", "xdg")
 	e.ok("info", "orders", "--context", filepath.Join(xdg, "nats", "context", "xdg.json"))
 	r = e.run("info", "orders", "--context", "nope")
 	require.Equal(t, 1, r.code)
 	require.Contains(t, r.stderr, "nats context \"nope\"")
 	require.Contains(t, r.stderr, "`nats context ls` lists them")
-	// No context at all: the default URL, where nothing listens here or
-	// nothing that knows these credentials.
-	e.vars = map[string]string{"HOME": t.TempDir(), "NATS_URL": e.broker.URL}
+	// $NATS_URL and no context: the server, without credentials.
+	e.vars = map[string]string{"XDG_CONFIG_HOME": t.TempDir(), "NATS_URL": e.broker.URL}
 	r = e.run("info", "orders")
 	require.Equal(t, 1, r.code, "no credentials")
 	require.Contains(t, r.stderr, "refused the credentials")
+
+	// A context the nats CLI itself saved and selected.
+	// Last: NATSCLI skips the rest when the nats CLI is not installed.
+	if natsCLI := testenv.NATSCLI(t); natsCLI != "" {
+		xdg = t.TempDir()
+		cmd := exec.Command(natsCLI, "context", "save", "fromcli", "--server", e.broker.URL, "--user", "ops", "--password", "s3cret", "--select")
+		cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+xdg)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		e.vars = map[string]string{"XDG_CONFIG_HOME": xdg}
+		e.okJSON(&list, "queues")
+		require.Equal(t, "orders", list.Queues[0].Name)
+	}
 }
 
 // TestOpsTLS: --tls-ca trusts a server's certificate.
