@@ -23,8 +23,14 @@ import (
 
 // Env is what a command may use of its process. Tests replace it.
 type Env struct {
+	// Stdin is what push reads lines from and delete asks on; nil reads
+	// as empty.
+	Stdin  io.Reader
 	Stdout io.Writer
 	Stderr io.Writer
+	// Terminal reports whether Stdin is a terminal a person types on; nil
+	// means it is not.
+	Terminal func() bool
 	// Getenv reads an environment variable; os.Getenv in production.
 	Getenv func(string) string
 	// Exit ends the process at once; os.Exit in production. Commands
@@ -57,7 +63,8 @@ func Register(c Command) {
 // Main runs `comb` with the process's arguments (without the program name)
 // and returns the exit code.
 func Main(args []string) int {
-	return Run(context.Background(), Env{Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv, Exit: os.Exit}, args)
+	return Run(context.Background(), Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
+		Terminal: func() bool { return isTerminal(os.Stdin) }, Getenv: os.Getenv, Exit: os.Exit}, args)
 }
 
 // Run dispatches args to a subcommand.
@@ -103,7 +110,9 @@ func usage(w io.Writer) {
 	}
 	fmt.Fprintf(tw, "  help\t%s\n", "this text; `comb help <command>` shows a command's flags")
 	_ = tw.Flush()
-	fmt.Fprint(w, "\nEvery flag has an environment twin: -data-dir is COMB_DATA_DIR. A flag wins over its variable.\n")
+	fmt.Fprint(w, "\nEvery flag of serve and loadtest has an environment twin: -data-dir is COMB_DATA_DIR. A flag wins over its variable.\n"+
+		"The queue commands (queues, push, pop, …) connect as the nats CLI does: --server, --user, --creds, …, $NATS_URL and the\n"+
+		"other NATS_ variables, and the nats CLI's contexts (nats context save/select).\n")
 }
 
 // EnvName returns the environment twin of a flag: COMB_ and the name in

@@ -17,6 +17,7 @@ import (
 
 	"github.com/combmq/comb/broker"
 	"github.com/combmq/comb/embeddednats"
+	"github.com/combmq/comb/internal/pgtest"
 )
 
 func TestMain(m *testing.M) {
@@ -24,7 +25,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) == "1" {
 		os.Exit(Main(os.Args[1:]))
 	}
-	goleak.VerifyTestMain(m)
+	// The commands for people run against a whole Comb (combtest), which
+	// needs PostgreSQL.
+	goleak.VerifyTestMain(pgtest.Wrap(m))
 }
 
 func envOf(kv map[string]string) func(string) string {
