@@ -60,8 +60,11 @@ type Spool struct {
 // Queue is one queue's line: figures read now, rates and series from the
 // samples.
 type Queue struct {
-	Tenant      string  `json:"tenant"`
-	Name        string  `json:"name"`
+	Tenant string `json:"tenant"`
+	Name   string `json:"name"`
+	// Depth is the backlog: the largest pending of the groups, or the
+	// retained messages while no group reads the queue.
+	Depth       int64   `json:"depth"`
 	Partitions  int64   `json:"partitions"`
 	Messages    int64   `json:"messages"`
 	Bytes       int64   `json:"bytes"`
@@ -92,7 +95,7 @@ type Rates struct {
 	Ack  float64 `json:"ack"`
 }
 
-// Series are a queue's figures per sample, aligned with Overview.Times;
+// Series are a queue's figures per sample (Depth is Queue.Depth), aligned with Overview.Times;
 // null where the queue was not sampled (or, for rates, had no earlier
 // sample).
 type Series struct {
@@ -145,6 +148,7 @@ func (p *Page) handleOverview(w http.ResponseWriter, r *http.Request) {
 			q.Groups[i] = Group(g)
 			q.Pending = max(q.Pending, g.Pending)
 		}
+		q.Depth = depthOf(qt)
 		for i, s := range samples {
 			pt, ok := s.points[qt.Queue]
 			if !ok {
@@ -187,7 +191,11 @@ func queueParam(q url.Values) (domain.QueueRef, error) {
 		return ref, fmt.Errorf("%w: name the queue: ?queue=<name> (and &tenant=<account> for a tenant's)", domain.ErrInvalid)
 	}
 	if err := protocol.ValidateQueue(ref.Name); err != nil {
-		return ref, fmt.Errorf("%w: %v", domain.ErrInvalid, err)
+		msg := err.Error()
+		if pe, ok := protocol.AsError(err); ok {
+			msg = pe.Message // without its wire code: the HTTP status says it
+		}
+		return ref, fmt.Errorf("%w: %s", domain.ErrInvalid, msg)
 	}
 	return ref, nil
 }

@@ -47,7 +47,7 @@ func (r *ring) add(now time.Time, totals []store.QueueTotals) {
 	dt := now.Sub(r.prevAt).Seconds()
 	for _, qt := range totals {
 		cur[qt.Queue] = qt
-		pt := point{depth: qt.Messages}
+		pt := point{depth: depthOf(qt)}
 		if old, ok := r.prev[qt.Queue]; ok && dt > 0 {
 			pt.ok = true
 			pt.push = grown(old.Pushed, qt.Pushed) / dt
@@ -73,6 +73,19 @@ func (r *ring) add(now time.Time, totals []store.QueueTotals) {
 	if r.next == 0 {
 		r.full = true
 	}
+}
+
+// depthOf is a queue's backlog: the largest pending of its groups, or its
+// retained messages while no group reads it.
+func depthOf(qt store.QueueTotals) int64 {
+	if len(qt.Groups) == 0 {
+		return qt.Messages
+	}
+	var d int64
+	for _, g := range qt.Groups {
+		d = max(d, g.Pending)
+	}
+	return d
 }
 
 // grown is how much a total grew; a total that went back (a seek, a

@@ -148,8 +148,10 @@ func (p *Page) sample(ctx context.Context) {
 func (p *Page) sampleOnce(life context.Context) {
 	ctx, cancel := context.WithTimeout(life, max(p.opts.SampleInterval, time.Second))
 	defer cancel()
-	totals, err := p.opts.Store.Totals(ctx, p.opts.MaxQueues)
+	// The sample's time is when its query began, the nearest to the
+	// snapshot it reads: a sample timed after a commit has seen it.
 	now := time.Now()
+	totals, err := p.opts.Store.Totals(ctx, p.opts.MaxQueues)
 	if err != nil {
 		if life.Err() != nil {
 			return // stopping

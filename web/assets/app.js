@@ -105,12 +105,13 @@ function setHealth(key, ok, state, detail) {
 function renderQueue(o, q) {
   const r = q.rates;
   const card = el("article", { class: "queue", "data-tenant": q.tenant, "data-queue": q.name },
-    el("h3", {}, el("a", { href: "#" + qs(q.tenant, q.name) }, q.name), q.tenant ? el("span", { class: "tenant" }, "tenant " + q.tenant) : ""),
+    el("h3", {}, el("a", { href: "#" + qs(q.tenant, q.name) }, q.name), q.tenant ? el("span", { class: "tenant" }, "tenant " + q.tenant) : "",
+      el("span", { class: "tenant", "data-field": "partitions" }, int(q.partitions) + (q.partitions === 1 ? " partition" : " partitions"))),
     el("dl", { class: "figs" },
-      fig("depth", "messages", int(q.messages)),
-      fig("retained", "bytes", bytes(q.bytes)),
+      fig("depth (backlog)", "depth", int(q.depth)),
+      fig("retained", "messages", int(q.messages)),
+      fig("retained bytes", "bytes", bytes(q.bytes)),
       fig("pushed", "pushed", int(q.pushed)),
-      fig("partitions", "partitions", int(q.partitions)),
       fig("push/s", "push-rate", rate(r && r.push)),
       fig("pop/s", "pop-rate", rate(r && r.pop)),
       fig("ack/s", "ack-rate", rate(r && r.ack)),
@@ -118,7 +119,7 @@ function renderQueue(o, q) {
     el("div", { class: "charts" },
       el("div", {}, chart(o.times, [{ cls: "push", values: q.series.push }, { cls: "pop", values: q.series.pop }, { cls: "ack", values: q.series.ack }], "msg/s"),
         legend(["push", "push"], ["pop", "pop"], ["ack", "ack"])),
-      el("div", {}, chart(o.times, [{ cls: "depth", values: q.series.depth }], "messages"), legend(["depth", "depth"]))));
+      el("div", {}, chart(o.times, [{ cls: "depth", values: q.series.depth }], "messages"), legend(["depth", "depth (backlog)"]))));
   if (q.groups.length) {
     const t = el("table", { class: "groups" });
     table(t, ["group", "pending", "leased", "popped", "settled"], q.groups.map((g) =>
@@ -133,6 +134,7 @@ function renderQueue(o, q) {
 }
 
 function render(o) {
+  window.combOverview = o; // what the page shows, for tests and the console
   const h = o.health;
   document.getElementById("version").textContent = "version " + h.version;
   setHealth("postgres", h.postgres, h.postgres ? "reachable" : "unreachable", h.postgres ? "" : h.postgres_error || "");
