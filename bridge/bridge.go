@@ -795,6 +795,29 @@ func (b *Bridge) storeCtx() (context.Context, context.CancelFunc) {
 // Waiting returns how many pops are long-polling on this bridge.
 func (b *Bridge) Waiting() int { return b.pops.waiting() }
 
+// Running reports whether the bridge serves: started, not yet stopped,
+// and connected on every tenant's connection. A drain counts as running
+// until it ends.
+func (b *Bridge) Running() bool {
+	b.mu.Lock()
+	started := b.started
+	b.mu.Unlock()
+	if !started {
+		return false
+	}
+	select {
+	case <-b.stopDone:
+		return false
+	default:
+	}
+	for _, t := range b.tenants {
+		if !t.nc.IsConnected() {
+			return false
+		}
+	}
+	return true
+}
+
 // Stats are a bridge's figures since New, for metrics and tests.
 type Stats struct {
 	// InFlight is the requests taken and not yet answered.

@@ -23,8 +23,10 @@ import (
 
 	"github.com/combmq/comb/bridge"
 	"github.com/combmq/comb/embeddednats"
+	"github.com/combmq/comb/internal/buildinfo"
 	"github.com/combmq/comb/internal/pgcluster"
 	"github.com/combmq/comb/store"
+	"github.com/combmq/comb/web"
 )
 
 // Broker is a running Comb process: everything Start built, until Stop.
@@ -39,6 +41,7 @@ type Broker struct {
 	srv      *embeddednats.Server
 	br       *bridge.Bridge
 	http     *httpServer // nil when Config.HTTP is ""
+	started  time.Time
 
 	undo     []func() // what Start built, undone in reverse by Stop
 	stopOnce sync.Once
@@ -59,7 +62,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	b := &Broker{cfg: cfg, log: log}
+	b := &Broker{cfg: cfg, log: log, started: time.Now()}
 	if err := b.start(ctx); err != nil {
 		b.Stop()
 		return nil, err
@@ -195,6 +198,21 @@ func (b *Broker) start(ctx context.Context) error {
 		br.Stop()
 	})
 	b.br = br
+
+	if b.http != nil {
+		page := web.Start(life, web.Options{
+			Store:          st,
+			NATSReady:      func() bool { return srv.NATS().Running() && srv.NATS().ReadyForConnections(50*time.Millisecond) },
+			BridgeRunning:  br.Running,
+			Version:        buildinfo.Version(),
+			Started:        b.started,
+			Replay:         cfg.HTTPDLQReplay,
+			SampleInterval: cfg.HTTPSampleInterval,
+			Logger:         log.With("component", "web"),
+		})
+		b.undo = append(b.undo, page.Stop)
+		page.Register(b.http.mux)
+	}
 	b.ready.Store(true)
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/combmq/comb/bridge"
 	"github.com/combmq/comb/embeddednats"
 	"github.com/combmq/comb/store"
+	"github.com/combmq/comb/web"
 )
 
 // DefaultMonitorPort is the NATS monitoring port when neither a
@@ -43,6 +44,12 @@ type Config struct {
 	// operator's tools serve there); "" turns it off. Loopback unless the
 	// configuration says otherwise.
 	HTTP string
+	// HTTPDLQReplay lets the status page replay dead letters (a POST on
+	// the HTTP listener, which has no authentication); off by default.
+	HTTPDLQReplay bool
+	// HTTPSampleInterval is how often the status page samples every
+	// queue's totals for its rate charts; 0 means web.DefaultSampleInterval.
+	HTTPSampleInterval time.Duration
 	// LogLevel is the level the process logs at. Start logs through the
 	// logger it is given; `comb serve` builds that logger at this level.
 	LogLevel slog.Level
@@ -126,6 +133,9 @@ func (c Config) Validate() error {
 		} else if n, err := strconv.Atoi(p); err != nil || n < 0 || n > 65535 {
 			bad("http", "%q: want a port, or 0 to pick a free one", c.HTTP)
 		}
+	}
+	if i := c.HTTPSampleInterval; i != 0 && (i < web.MinSampleInterval || i > web.MaxSampleInterval) {
+		bad("http_sample_interval", "%s: want between %s and %s", c.HTTPSampleInterval, web.MinSampleInterval, web.MaxSampleInterval)
 	}
 	if c.Pprof != "" {
 		if err := checkLoopback(c.Pprof); err != nil {

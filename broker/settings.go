@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/combmq/comb/embeddednats"
+	"github.com/combmq/comb/web"
 )
 
 // Setting is one of Comb's settings. The one table of them, Settings,
@@ -106,6 +107,12 @@ var settings = []Setting{
 	{Key: "http", Group: GroupGeneral, kind: kindString,
 		Usage: "HTTP listener host:port for /healthz and /readyz; loopback by default, port 0 picks a free one, empty is off (it has no authentication)",
 		bind:  func(c *Config) flag.Value { return (*stringValue)(&c.HTTP) }},
+	{Key: "http_dlq_replay", Group: GroupGeneral, kind: kindBool,
+		Usage: "let the status page on the HTTP listener replay dead letters (a POST; the listener has no authentication)",
+		bind:  func(c *Config) flag.Value { return (*boolValue)(&c.HTTPDLQReplay) }},
+	{Key: "http_sample_interval", Group: GroupGeneral, kind: kindDuration, Default: web.DefaultSampleInterval.String(),
+		Usage: "how often the status page samples every queue's totals for its rate charts (one query per sample)",
+		bind:  func(c *Config) flag.Value { return (*durationValue)(&c.HTTPSampleInterval) }},
 	{Key: "pprof", Group: GroupGeneral, kind: kindString,
 		Usage: "serve Go's pprof profiles on this loopback host:port (127.0.0.1, ::1 or localhost, e.g. 127.0.0.1:6060); empty is off",
 		bind:  func(c *Config) flag.Value { return (*stringValue)(&c.Pprof) }},

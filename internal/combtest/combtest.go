@@ -76,6 +76,9 @@ type Options struct {
 	// ClientOptions are added to Env.NC's connection: the credentials and
 	// TLS settings a server with authentication wants.
 	ClientOptions []nats.Option
+	// Tune, when set, adjusts the broker configuration last, for settings
+	// no field above names (such as the status page's).
+	Tune func(*broker.Config)
 }
 
 // Config returns the broker configuration Open runs for opts on the
@@ -102,6 +105,9 @@ func (opts Options) Config(pgURL string) broker.Config {
 	}
 	cfg.Pprof = ""
 	cfg.HTTP = opts.HTTP
+	if opts.Tune != nil {
+		opts.Tune(&cfg)
+	}
 	return cfg
 }
 

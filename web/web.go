@@ -1,0 +1,164 @@
+// Package web is the status page: embedded HTML/JS/CSS and the JSON it
+// reads, served on the broker's HTTP listener.
+//
+// The page (GET /) polls GET /api/overview every few seconds: health, the
+// queues of every tenant with their figures and rate series, and the spool
+// state. GET /api/queue and GET /api/dlq give one queue's partitions,
+// groups and dead letters; POST /api/dlq/replay replays dead letters when
+// Options.Replay allows it. Rates come from an in-memory ring of samples
+// of every queue's totals (store.Totals, one query per sample).
+package web
+
+import (
+	"context"
+	"embed"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/combmq/comb/store"
+)
+
+// Sampling bounds: the ring keeps Samples samples, so the charts span
+// Samples × the interval (15 minutes at the default).
+const (
+	DefaultSampleInterval = 5 * time.Second
+	MinSampleInterval     = 100 * time.Millisecond
+	MaxSampleInterval     = time.Minute
+	Samples               = 180
+)
+
+// DefaultMaxQueues caps the queues the page shows and samples, so that a
+// broker with many queues costs the same per sample; the page says when
+// more exist.
+const DefaultMaxQueues = 50
+
+// NoSpool is what the page says of the spool until Comb has one.
+const NoSpool = "no spool (PostgreSQL outages are not yet bridged)"
+
+//go:embed assets
+var assets embed.FS
+
+// Options configure a Page. Store is required; the rest have defaults.
+type Options struct {
+	Store *store.Store
+	// NATSReady and BridgeRunning report the broker's parts for the
+	// health line; nil reports false.
+	NATSReady     func() bool
+	BridgeRunning func() bool
+	// Version is the build's version; Started is when the broker started
+	// (uptime counts from it).
+	Version string
+	Started time.Time
+	// Replay enables POST /api/dlq/replay.
+	Replay bool
+	// SampleInterval is how often the queues' totals are sampled;
+	// 0 means DefaultSampleInterval.
+	SampleInterval time.Duration
+	// MaxQueues caps the queues shown and sampled; 0 means
+	// DefaultMaxQueues.
+	MaxQueues int
+	// Logger receives sampling errors; nil discards.
+	Logger *slog.Logger
+}
+
+// Page serves the status page and samples the queues' totals until Stop.
+type Page struct {
+	opts Options
+	log  *slog.Logger
+	ring *ring
+
+	cancel context.CancelFunc
+	done   chan struct{}
+	once   sync.Once
+}
+
+// Start returns a Page whose sampler runs until Stop: it takes a sample at
+// once, then one every SampleInterval. ctx bounds the sampler too.
+func Start(ctx context.Context, opts Options) *Page {
+	if opts.SampleInterval <= 0 {
+		opts.SampleInterval = DefaultSampleInterval
+	}
+	if opts.MaxQueues <= 0 {
+		opts.MaxQueues = DefaultMaxQueues
+	}
+	if opts.Started.IsZero() {
+		opts.Started = time.Now()
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	p := &Page{opts: opts, log: opts.Logger, ring: newRing(Samples), cancel: cancel, done: make(chan struct{})}
+	go p.sample(ctx)
+	return p
+}
+
+// Stop ends the sampler and waits for it. It is safe to call twice.
+func (p *Page) Stop() {
+	p.once.Do(func() {
+		p.cancel()
+		<-p.done
+	})
+}
+
+// Register adds the page and its API to mux.
+func (p *Page) Register(mux *http.ServeMux) {
+	static, err := fs.Sub(assets, "assets")
+	if err != nil {
+		panic(err) // the embedded folder is part of the binary
+	}
+	files := http.FileServerFS(static)
+	mux.Handle("GET /{$}", noCache(files))
+	mux.Handle("GET /assets/", noCache(http.StripPrefix("/assets", files)))
+	mux.HandleFunc("GET /api/overview", p.handleOverview)
+	mux.HandleFunc("GET /api/queue", p.handleQueue)
+	mux.HandleFunc("GET /api/dlq", p.handleDLQ)
+	mux.HandleFunc("POST /api/dlq/replay", p.handleReplay)
+}
+
+// noCache makes a browser revalidate the assets, so that a new build's page
+// shows after a restart.
+func noCache(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-cache")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'")
+		h.ServeHTTP(w, r)
+	})
+}
+
+// sample reads the totals now and every SampleInterval into the ring.
+func (p *Page) sample(ctx context.Context) {
+	defer close(p.done)
+	t := time.NewTicker(p.opts.SampleInterval)
+	defer t.Stop()
+	for {
+		p.sampleOnce(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (p *Page) sampleOnce(life context.Context) {
+	ctx, cancel := context.WithTimeout(life, max(p.opts.SampleInterval, time.Second))
+	defer cancel()
+	// The sample's time is when its query began, the nearest to the
+	// snapshot it reads: a sample timed after a commit has seen it.
+	now := time.Now()
+	totals, err := p.opts.Store.Totals(ctx, p.opts.MaxQueues)
+	if err != nil {
+		if life.Err() != nil {
+			return // stopping
+		}
+		p.log.Warn("status page: sample queue totals", "err", err)
+		p.ring.fail(now, err)
+		return
+	}
+	p.ring.add(now, totals)
+}
