@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import ssl
 from datetime import datetime
 from typing import Any, Awaitable, Callable, Iterable, Optional, Sequence, Union

@@ -100,8 +100,13 @@ class _Consumer:
         # Set when the loops must stop: by the caller's stop, or a fatal error.
         self.halt = asyncio.Event()
         self.fatal: Optional[BaseException] = None
+        self.stop: Optional[asyncio.Event] = None
+
+    def _halted(self) -> bool:
+        return self.halt.is_set() or (self.stop is not None and self.stop.is_set())
 
     async def run(self, stop: Optional[asyncio.Event], concurrency: int, drain_timeout: float) -> None:
+        self.stop = stop
         watcher = None
         if stop is not None:
             watcher = asyncio.get_running_loop().create_task(self._watch(stop))
@@ -153,6 +158,9 @@ class _Consumer:
             halted.cancel()
             if not pop.done():
                 pop.cancel()
+                # Let the cancellation land; the pop may also have finished
+                # first, and then its batch is handed back by the caller.
+                await asyncio.wait({pop})
         if pop.cancelled():
             return None
         return pop.result()
@@ -169,7 +177,7 @@ class _Consumer:
 
     async def _loop(self) -> None:
         backoff = 0.0
-        while not self.halt.is_set():
+        while not self._halted():
             try:
                 batch = await self._pop()
             except asyncio.CancelledError:
@@ -193,7 +201,7 @@ class _Consumer:
                 return
             if not batch:
                 continue
-            if self.halt.is_set():
+            if self._halted():
                 # Stopped between the pop and the handler: give the batch
                 # back at once rather than let its lease run out.
                 await self.settle(batch, ACK_RETRY)
@@ -206,7 +214,7 @@ class _Consumer:
                 raise
             except Exception:
                 self.stats.handler_errors += 1
-                await self.settle(batch, ACK_RETRY if self.halt.is_set() else ACK_FAILED)
+                await self.settle(batch, ACK_RETRY if self._halted() else ACK_FAILED)
                 continue
             await self.settle(batch, ACK_COMPLETED)
 
