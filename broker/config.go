@@ -14,6 +14,7 @@ import (
 
 	"github.com/combmq/comb/bridge"
 	"github.com/combmq/comb/embeddednats"
+	"github.com/combmq/comb/metrics"
 	"github.com/combmq/comb/store"
 )
 
@@ -43,6 +44,11 @@ type Config struct {
 	// operator's tools serve there); "" turns it off. Loopback unless the
 	// configuration says otherwise.
 	HTTP string
+	// Metrics serves Prometheus metrics at /metrics on the HTTP listener;
+	// MetricsMaxQueues bounds their queue labels (see package metrics); 0
+	// means metrics.DefaultMaxQueues.
+	Metrics          bool
+	MetricsMaxQueues int
 	// LogLevel is the level the process logs at. Start logs through the
 	// logger it is given; `comb serve` builds that logger at this level.
 	LogLevel slog.Level
@@ -77,10 +83,12 @@ func DefaultConfig() Config {
 		DataDir: "./comb-data",
 		Postgres: PostgresConfig{Port: 5433, MaxConns: store.DefaultMaxConns,
 			QueueCacheTTL: store.DefaultQueueCacheTTL},
-		SweepInterval: time.Second,
-		HTTP:          DefaultHTTP,
-		LogLevel:      slog.LevelInfo,
-		Bridge:        bridge.Config{}.WithDefaults(),
+		SweepInterval:    time.Second,
+		HTTP:             DefaultHTTP,
+		Metrics:          true,
+		MetricsMaxQueues: metrics.DefaultMaxQueues,
+		LogLevel:         slog.LevelInfo,
+		Bridge:           bridge.Config{}.WithDefaults(),
 	}
 }
 
@@ -126,6 +134,9 @@ func (c Config) Validate() error {
 		} else if n, err := strconv.Atoi(p); err != nil || n < 0 || n > 65535 {
 			bad("http", "%q: want a port, or 0 to pick a free one", c.HTTP)
 		}
+	}
+	if c.MetricsMaxQueues < 0 {
+		bad("metrics_max_queues", "%d: want at least 1, or 0 for the default %d", c.MetricsMaxQueues, metrics.DefaultMaxQueues)
 	}
 	if c.Pprof != "" {
 		if err := checkLoopback(c.Pprof); err != nil {
