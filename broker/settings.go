@@ -104,7 +104,7 @@ var settings = []Setting{
 		Usage: "how often retention (completed_retention_s, max_age_s) and dedup expiry run",
 		bind:  func(c *Config) flag.Value { return (*durationValue)(&c.SweepInterval) }},
 	{Key: "http", Group: GroupGeneral, kind: kindString,
-		Usage: "HTTP listener host:port for /healthz; loopback by default, port 0 picks a free one, empty is off (it has no authentication)",
+		Usage: "HTTP listener host:port for /healthz and /metrics; loopback by default, port 0 picks a free one, empty is off (it has no authentication)",
 		bind:  func(c *Config) flag.Value { return (*stringValue)(&c.HTTP) }},
 	{Key: "metrics", Group: GroupGeneral, kind: kindBool,
 		Usage: "serve Prometheus metrics at /metrics on the HTTP listener (docs/operations.md)",
