@@ -135,6 +135,7 @@ func (b *Bridge) flushAck(batch []*ackJob) {
 		}
 	}
 	b.publishWakes(&wake)
+	// Before the replies: a client that has its answer finds it counted.
 	if b.obs != nil {
 		b.obs.AckTx(took, reqs, outs)
 	}

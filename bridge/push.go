@@ -230,6 +230,7 @@ func (b *Bridge) flushPush(batch []*pushJob) {
 		}
 		w.addCount(j.req.Queue, n)
 	}
+	// Before the replies: a client that has its answer finds it counted.
 	if b.obs != nil {
 		b.obs.PushTx(took, reqs, outs)
 	}
