@@ -9,10 +9,11 @@ set -euo pipefail
 rev=${1:-HEAD}
 [ $# -gt 0 ] && shift
 top=$(git rev-parse --show-toplevel)
-off=$(mktemp -t comb-metrics-off.XXXXXX.conf) on=$(mktemp -t comb-metrics-on.XXXXXX.conf)
-chmod 644 "$off" "$on"
+out=${OUT:-$top/out/metrics-ab}
+mkdir -p "$out"
+off=$out/metrics-off.conf on=$out/metrics-on.conf
 echo 'comb { metrics: false }' >"$off"
 echo 'comb { metrics: true }' >"$on"
 rev=$(git -C "$top" rev-parse --short "$rev")
 A_CONFIG=$off B_CONFIG=$on SCRAPE_EVERY=1 NATS_PORT=${NATS_PORT:-28222} PG_PORT=${PG_PORT:-28433} HTTP_PORT=${HTTP_PORT:-28480} \
-	OUT=${OUT:-$top/out/metrics-ab} exec "$top/docs/benchmarks/ab.sh" "$rev" "$rev" "$@"
+	OUT=$out exec "$top/docs/benchmarks/ab.sh" "$rev" "$rev" "$@"
