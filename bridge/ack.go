@@ -105,6 +105,7 @@ func (b *Bridge) flushAck(batch []*ackJob) {
 	ctx, cancel := b.storeCtx()
 	began := time.Now()
 	outs, err := b.st.Ack(ctx, reqs)
+	took := time.Since(began)
 	cancel()
 	outs = oneEach(outs, len(batch), err, func(err error) domain.AckOutcome { return domain.AckOutcome{Err: err} })
 	b.ackTx.Add(1)
@@ -134,6 +135,10 @@ func (b *Bridge) flushAck(batch []*ackJob) {
 		}
 	}
 	b.publishWakes(&wake)
+	// Before the replies: a client that has its answer finds it counted.
+	if b.obs != nil {
+		b.obs.AckTx(took, reqs, outs)
+	}
 	for i, j := range batch {
 		if outs[i].Err != nil {
 			b.respondError(j.call, outs[i].Err)

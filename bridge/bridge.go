@@ -109,6 +109,10 @@ type Config struct {
 	// read for Quota.MaxBytes; 0 means DefaultQuotaRefresh.
 	Quotas       Quotas
 	QuotaRefresh time.Duration
+
+	// Observer receives the bridge's figures for metrics; nil observes
+	// nothing.
+	Observer Observer
 }
 
 // WithDefaults returns c with every zero field set to the default its
@@ -205,6 +209,7 @@ type Bridge struct {
 	cfg     Config
 	log     *slog.Logger
 	lim     wire.Limits
+	obs     Observer // nil: none
 
 	wakePrefix       string // "_COMB.<prefix>.wake."
 	tenantWakePrefix string // "_COMB.<prefix>.twake."
@@ -262,15 +267,27 @@ type endpointStats struct {
 	overloaded  atomic.Int64
 	inFlight    atomic.Int64
 	syncErrors  atomic.Int64 // answered by the handler (micro counts these too)
+	// answered and answerNanos time the requests a worker answered, from
+	// their admission to their reply: micro's processing time stops when
+	// the handler hands a request to a worker.
+	answered    atomic.Int64
+	answerNanos atomic.Int64
 }
 
 // statsData is one endpoint's "data" in the micro stats.
 type statsData struct {
-	InFlight     int64  `json:"in_flight"`
-	AsyncErrors  int64  `json:"async_errors"`
-	Overloaded   int64  `json:"overloaded"`
-	Transactions *int64 `json:"transactions,omitempty"`
-	Waiting      *int   `json:"waiting,omitempty"`
+	// Answered, RequestTime and AverageRequestTime time the requests the
+	// workers answered from admission to reply, in nanoseconds like
+	// micro's processing_time: the real latency, which micro's figures
+	// (the hand-off to a worker) are not.
+	Answered           int64         `json:"answered"`
+	RequestTime        time.Duration `json:"request_time"`
+	AverageRequestTime time.Duration `json:"average_request_time"`
+	InFlight           int64         `json:"in_flight"`
+	AsyncErrors        int64         `json:"async_errors"`
+	Overloaded         int64         `json:"overloaded"`
+	Transactions       *int64        `json:"transactions,omitempty"`
+	Waiting            *int          `json:"waiting,omitempty"`
 }
 
 // New returns a bridge serving st. nc is the bridge's own connection, for
@@ -299,6 +316,7 @@ func New(nc *nats.Conn, st *store.Store, cfg Config, log *slog.Logger, tenants .
 		cfg:              cfg,
 		log:              log,
 		lim:              wire.Limits{MaxMessageBytes: cfg.MaxMessageBytes, MaxRequestBytes: cfg.MaxRequestBytes},
+		obs:              cfg.Observer,
 		wakePrefix:       protocol.InternalPrefix + "." + cfg.Prefix + ".wake.",
 		tenantWakePrefix: protocol.InternalPrefix + "." + cfg.Prefix + ".twake.",
 		quit:             make(chan struct{}),
@@ -499,6 +517,10 @@ func (b *Bridge) statsOf(t *tenant, verb string) any {
 		return nil
 	}
 	d := statsData{InFlight: s.inFlight.Load(), AsyncErrors: s.asyncErrors.Load(), Overloaded: s.overloaded.Load()}
+	d.Answered, d.RequestTime = s.answered.Load(), time.Duration(s.answerNanos.Load())
+	if d.Answered > 0 {
+		d.AverageRequestTime = d.RequestTime / time.Duration(d.Answered)
+	}
 	switch verb {
 	case protocol.VerbPop:
 		n := int(t.waiting.Load())
@@ -631,6 +653,8 @@ type call struct {
 	subject string
 	reply   string
 	stats   *endpointStats
+	start   time.Time // admitted
+	waited  bool      // a pop that long-polled
 }
 
 // admit registers a request of t that a worker will answer. It answers and
@@ -642,11 +666,17 @@ func (b *Bridge) admit(t *tenant, req micro.Request, verb string) (*call, bool) 
 	}
 	s := t.stats[verb]
 	s.inFlight.Add(1)
-	return &call{t: t, verb: verb, subject: req.Subject(), reply: req.Reply(), stats: s}, true
+	return &call{t: t, verb: verb, subject: req.Subject(), reply: req.Reply(), stats: s, start: time.Now()}, true
 }
 
 // finish marks c answered.
 func (b *Bridge) finish(c *call) {
+	d := time.Since(c.start)
+	c.stats.answered.Add(1)
+	c.stats.answerNanos.Add(int64(d))
+	if b.obs != nil {
+		b.obs.Answered(c.t.name, c.verb, c.waited, d)
+	}
 	c.stats.inFlight.Add(-1)
 	b.track.done()
 }

@@ -186,6 +186,7 @@ func (p *popper) run(job *popJob) {
 	var msgs []domain.Message
 	var err error
 	began := time.Now()
+	tried := began
 	if k.valid && len(k.cands) > 0 && job.req.Partitions <= 1 {
 		// Only the candidates can be ready: try them by key. Finding
 		// nothing keeps the mark (no new one: no cursor was read).
@@ -193,6 +194,9 @@ func (p *popper) run(job *popJob) {
 		msgs, err = p.popCandidates(job, seq, k.cands)
 	} else {
 		msgs, err = p.pop(job)
+	}
+	if p.b.obs != nil {
+		p.b.obs.PopTx(time.Since(tried), job.req.Queue, len(msgs))
 	}
 	if err == nil && len(msgs) == 0 && waits && time.Now().Before(job.deadline) && p.park(job, seq, began) {
 		return
@@ -327,6 +331,9 @@ func (p *popper) reply(job *popJob, msgs []domain.Message) {
 		}
 		p.b.log.Debug("pop: reply trimmed to max_payload", "queue", job.req.Queue, "sent", n, "leased", len(msgs))
 	}
+	if p.b.obs != nil && n > 0 {
+		p.b.obs.Popped(job.req.Queue, msgs[:n])
+	}
 	p.b.respond(job.call, data)
 }
 
@@ -390,6 +397,7 @@ func (p *popper) park(job *popJob, seq uint64, began time.Time) bool {
 		wq.empty[job.req.Group] = &emptyMark{at: began}
 	}
 	wq.waiters[job] = struct{}{}
+	job.call.waited = true
 	p.nwait++
 	job.call.t.waiting.Add(1)
 	d := min(time.Until(job.deadline), p.b.cfg.RetryInterval)

@@ -192,7 +192,9 @@ func (b *Bridge) flushPush(batch []*pushJob) {
 		reqs[i] = j.req
 	}
 	ctx, cancel := b.storeCtx()
+	began := time.Now()
 	outs, err := b.st.Push(ctx, reqs)
+	took := time.Since(began)
 	cancel()
 	outs = oneEach(outs, len(batch), err, func(err error) domain.PushOutcome { return domain.PushOutcome{Err: err} })
 	b.pushTx.Add(1)
@@ -227,6 +229,10 @@ func (b *Bridge) flushPush(batch []*pushJob) {
 			}
 		}
 		w.addCount(j.req.Queue, n)
+	}
+	// Before the replies: a client that has its answer finds it counted.
+	if b.obs != nil {
+		b.obs.PushTx(took, reqs, outs)
 	}
 	// Wake pops first: the replies below do not depend on them.
 	b.publishWakes(&wake)

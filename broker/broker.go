@@ -20,11 +20,14 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/combmq/comb/bridge"
 	"github.com/combmq/comb/embeddednats"
 	"github.com/combmq/comb/internal/buildinfo"
 	"github.com/combmq/comb/internal/pgcluster"
+	"github.com/combmq/comb/metrics"
 	"github.com/combmq/comb/store"
 	"github.com/combmq/comb/web"
 )
@@ -42,6 +45,7 @@ type Broker struct {
 	br       *bridge.Bridge
 	http     *httpServer // nil when Config.HTTP is ""
 	started  time.Time
+	metrics  *metrics.Metrics // nil unless served
 
 	undo     []func() // what Start built, undone in reverse by Stop
 	stopOnce sync.Once
@@ -135,6 +139,11 @@ func (b *Broker) start(ctx context.Context) error {
 		b.undo = append(b.undo, h.stop)
 		h.mux.HandleFunc("GET /readyz", b.readyz)
 		b.http = h
+		if cfg.Metrics {
+			if err := b.serveMetrics(); err != nil {
+				return err
+			}
+		}
 	}
 
 	if cfg.Pprof != "" {
@@ -182,9 +191,16 @@ func (b *Broker) start(ctx context.Context) error {
 		tenants = append(tenants, bridge.Tenant{Name: name, Conn: tc,
 			Interest: func(subject string) bool { return srv.HasInterest(name, subject) }})
 	}
-	br, err := bridge.New(nc, st, cfg.Bridge.WithDefaults(), log.With("component", "bridge"), tenants...)
+	bcfg := cfg.Bridge.WithDefaults()
+	if b.metrics != nil {
+		bcfg.Observer = b.metrics
+	}
+	br, err := bridge.New(nc, st, bcfg, log.With("component", "bridge"), tenants...)
 	if err != nil {
 		return fmt.Errorf("bridge: %w", err)
+	}
+	if b.metrics != nil {
+		b.metrics.WatchBridge(br.Stats)
 	}
 	// The bridge's own context ends only after Stop has drained it: a
 	// drain answers what was taken instead of cutting it off.
@@ -214,6 +230,26 @@ func (b *Broker) start(ctx context.Context) error {
 		page.Register(b.http.mux)
 	}
 	b.ready.Store(true)
+	return nil
+}
+
+// serveMetrics registers Comb's metrics on a registry of the broker's
+// own and serves it at /metrics on the HTTP listener.
+func (b *Broker) serveMetrics() error {
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg, metrics.Options{
+		MaxQueues: b.cfg.MetricsMaxQueues,
+		Store:     b.st,
+		Logger:    b.log.With("component", "metrics"),
+	})
+	if err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	b.metrics = m
+	b.http.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		ErrorLog:            slog.NewLogLogger(b.log.Handler(), slog.LevelWarn),
+		MaxRequestsInFlight: 4,
+	}))
 	return nil
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/combmq/comb/bridge"
 	"github.com/combmq/comb/embeddednats"
+	"github.com/combmq/comb/metrics"
 	"github.com/combmq/comb/store"
 	"github.com/combmq/comb/web"
 )
@@ -50,6 +51,11 @@ type Config struct {
 	// HTTPSampleInterval is how often the status page samples every
 	// queue's totals for its rate charts; 0 means web.DefaultSampleInterval.
 	HTTPSampleInterval time.Duration
+	// Metrics serves Prometheus metrics at /metrics on the HTTP listener;
+	// MetricsMaxQueues bounds their queue labels (see package metrics); 0
+	// means metrics.DefaultMaxQueues.
+	Metrics          bool
+	MetricsMaxQueues int
 	// LogLevel is the level the process logs at. Start logs through the
 	// logger it is given; `comb serve` builds that logger at this level.
 	LogLevel slog.Level
@@ -84,10 +90,12 @@ func DefaultConfig() Config {
 		DataDir: "./comb-data",
 		Postgres: PostgresConfig{Port: 5433, MaxConns: store.DefaultMaxConns,
 			QueueCacheTTL: store.DefaultQueueCacheTTL},
-		SweepInterval: time.Second,
-		HTTP:          DefaultHTTP,
-		LogLevel:      slog.LevelInfo,
-		Bridge:        bridge.Config{}.WithDefaults(),
+		SweepInterval:    time.Second,
+		HTTP:             DefaultHTTP,
+		Metrics:          true,
+		MetricsMaxQueues: metrics.DefaultMaxQueues,
+		LogLevel:         slog.LevelInfo,
+		Bridge:           bridge.Config{}.WithDefaults(),
 	}
 }
 
@@ -136,6 +144,9 @@ func (c Config) Validate() error {
 	}
 	if i := c.HTTPSampleInterval; i != 0 && (i < web.MinSampleInterval || i > web.MaxSampleInterval) {
 		bad("http_sample_interval", "%s: want between %s and %s", c.HTTPSampleInterval, web.MinSampleInterval, web.MaxSampleInterval)
+	}
+	if c.MetricsMaxQueues < 0 {
+		bad("metrics_max_queues", "%d: want at least 1, or 0 for the default %d", c.MetricsMaxQueues, metrics.DefaultMaxQueues)
 	}
 	if c.Pprof != "" {
 		if err := checkLoopback(c.Pprof); err != nil {

@@ -239,6 +239,17 @@ type AckResult struct {
 	// partition, so whoever wakes pops must look at Freed too (see the
 	// bridge's wake log).
 	Freed bool
+	// Settled is how many messages an OK ack completed: a cumulative ack
+	// counts every message of its lease it settled, and 0 when an earlier
+	// ack had settled them already. Retried is how many it made
+	// deliverable again (a retry or failed ack: the message and the rest
+	// of its lease). Dead is set when it gave the message up, into the
+	// dead letters or, for a queue that keeps none, dropped; DeadBytes
+	// is then the bytes kept. For metrics: nothing branches on them.
+	Settled   int64
+	Retried   int64
+	Dead      bool
+	DeadBytes int64
 }
 
 // AckOutcome is the outcome of one AckParams: a result per ack, in order,

@@ -22,12 +22,13 @@ import (
 // committed offset past the highest acked offset inside the lease, and ends
 // the lease when that offset is the lease's last. It returns the locked
 // leases, with the partition's next offset, from which the caller judges
-// every ack.
+// every ack, and the committed offset before it, from which it counts the
+// messages each ack settled.
 const ackCompletedSQL = `
 WITH x AS (
     SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[]) AS x(pid, grp, lease, off)
 ), cur AS (
-    SELECT c.partition_id, c.group_name, c.lease_id, c.lease_from, c.lease_upto
+    SELECT c.partition_id, c.group_name, c.lease_id, c.lease_from, c.lease_upto, c.committed
     FROM comb_cursors c
     WHERE (c.partition_id, c.group_name, c.lease_id) IN (SELECT DISTINCT pid, grp, lease FROM x)
       AND c.lease_until > now()
@@ -48,7 +49,7 @@ WITH x AS (
     WHERE c.partition_id = agg.partition_id AND c.group_name = agg.group_name
     RETURNING c.partition_id
 )
-SELECT cur.partition_id, cur.group_name, cur.lease_id, cur.lease_from, cur.lease_upto, p.next_offset
+SELECT cur.partition_id, cur.group_name, cur.lease_id, cur.lease_from, cur.lease_upto, p.next_offset, cur.committed
 FROM cur JOIN comb_partitions p ON p.id = cur.partition_id`
 
 // Messages of the ack results.
@@ -65,7 +66,9 @@ type leaseKey struct {
 	lease string
 }
 
-type leaseSpan struct{ from, upto, next int64 } // next: the partition's next offset
+// leaseSpan is a locked lease: next is the partition's next offset, done
+// the cursor's committed offset, moved by each ack judged.
+type leaseSpan struct{ from, upto, next, done int64 }
 
 // Ack settles the requests' acks and returns an outcome per request, in
 // order. Requests whose acks are all AckCompleted — the hot path — share
@@ -152,7 +155,7 @@ func (s *Store) Ack(ctx context.Context, reqs []domain.AckParams) ([]domain.AckO
 			}
 			var k leaseKey
 			var sp leaseSpan
-			_, err = pgx.ForEachRow(rows, []any{&k.pid, &k.group, &k.lease, &sp.from, &sp.upto, &sp.next}, func() error {
+			_, err = pgx.ForEachRow(rows, []any{&k.pid, &k.group, &k.lease, &sp.from, &sp.upto, &sp.next, &sp.done}, func() error {
 				held[k] = sp
 				return nil
 			})
@@ -215,7 +218,10 @@ func judgeAck(pid int64, held map[leaseKey]leaseSpan, k leaseKey, off int64) dom
 	// An ack inside its lease leaves the partition leased; one that ends
 	// it frees the partition, worth a pop only with messages past it.
 	freed := off >= sp.upto
-	return domain.AckResult{OK: true, Freed: freed, More: freed && sp.next > sp.upto+1}
+	settled := max(off+1-max(sp.done, sp.from), 0)
+	sp.done = max(sp.done, off+1)
+	held[k] = sp
+	return domain.AckResult{OK: true, Freed: freed, More: freed && sp.next > sp.upto+1, Settled: settled}
 }
 
 // leasePartition returns the partition id a lease id names, or -1.
@@ -295,12 +301,14 @@ func (s *Store) ackInOrder(ctx context.Context, q queueRow, group string, acks [
 					results[i] = domain.AckResult{Error: fmt.Sprintf(errOutsideLeaseFm, a.Offset, c.from, c.upto)}
 					continue
 				}
-				if err := s.applyAck(ctx, tx, q, group, a, pid, c); err != nil {
+				r, err := s.applyAck(ctx, tx, q, group, a, pid, c)
+				if err != nil {
 					return err
 				}
 				// Retry and failed make messages deliverable again; the
 				// rarer statuses wake the group's pops without asking more.
-				results[i] = domain.AckResult{OK: true, More: true, Freed: !c.live}
+				r.OK, r.More, r.Freed = true, true, !c.live
+				results[i] = r
 			}
 			for pid, c := range cur {
 				if !c.changed {
@@ -324,9 +332,12 @@ func (s *Store) ackInOrder(ctx context.Context, q queueRow, group string, acks [
 	return results, err
 }
 
-// applyAck applies one validated ack to a locked cursor's state.
-func (s *Store) applyAck(ctx context.Context, tx pgx.Tx, q queueRow, group string, a domain.Ack, pid int64, c *cursorState) error {
+// applyAck applies one validated ack to a locked cursor's state, and
+// returns the messages it settled, retried and gave up.
+func (s *Store) applyAck(ctx context.Context, tx pgx.Tx, q queueRow, group string, a domain.Ack, pid int64, c *cursorState) (domain.AckResult, error) {
+	var r domain.AckResult
 	end := func() { c.live, c.lease, c.attempts = false, "", 0 }
+	before, upto := max(c.committed, c.from), c.upto
 	c.changed = true
 	switch a.Status {
 	case domain.AckCompleted:
@@ -341,34 +352,48 @@ func (s *Store) applyAck(ctx context.Context, tx pgx.Tx, q queueRow, group strin
 		att := max(c.attempts-1, 0)
 		end()
 		c.attempts = att
+		r.Retried = upto - a.Offset + 1
 	case domain.AckFailed:
 		c.committed = max(c.committed, a.Offset)
 		att := c.attempts
 		end()
 		c.attempts = att
+		r.Retried = upto - a.Offset + 1
 		if att >= q.Config.MaxAttempts {
-			if err := s.deadLetter(ctx, tx, q, group, a.Partition, pid, a.Offset, att, protocol.AckFailed); err != nil {
-				return err
+			n, err := s.deadLetter(ctx, tx, q, group, a.Partition, pid, a.Offset, att, protocol.AckFailed)
+			if err != nil {
+				return r, err
 			}
 			c.committed, c.attempts = a.Offset+1, 0
+			r.Retried--
+			r.Dead, r.DeadBytes = true, n
 		}
 	case domain.AckDead:
-		if err := s.deadLetter(ctx, tx, q, group, a.Partition, pid, a.Offset, c.attempts, protocol.AckDead); err != nil {
-			return err
+		n, err := s.deadLetter(ctx, tx, q, group, a.Partition, pid, a.Offset, c.attempts, protocol.AckDead)
+		if err != nil {
+			return r, err
 		}
 		c.committed = max(c.committed, a.Offset+1)
 		if a.Offset >= c.upto {
 			end()
 		}
+		r.Dead, r.DeadBytes = true, n
 	}
-	return nil
+	// The messages before the acked one are done; a completed ack's own
+	// too (a dead one's is counted as dead).
+	last := a.Offset
+	if a.Status == domain.AckCompleted {
+		last++
+	}
+	r.Settled = max(last-before, 0)
+	return r, nil
 }
 
 // deadLetter copies message off of a partition into the dead-letter table,
-// unless the queue drops dead letters.
-func (s *Store) deadLetter(ctx context.Context, tx pgx.Tx, q queueRow, group, partition string, pid, off, attempts int64, reason string) error {
+// unless the queue drops dead letters, and returns the bytes it kept.
+func (s *Store) deadLetter(ctx context.Context, tx pgx.Tx, q queueRow, group, partition string, pid, off, attempts int64, reason string) (int64, error) {
 	if !q.Config.DeadLetter {
-		return nil
+		return 0, nil
 	}
 	var base int64
 	var payload []byte
@@ -377,16 +402,16 @@ func (s *Store) deadLetter(ctx context.Context, tx pgx.Tx, q queueRow, group, pa
 		SELECT base_offset, payload, frame_format FROM comb_segments
 		WHERE partition_id = $1 AND base_offset <= $2 ORDER BY base_offset DESC LIMIT 1`, pid, off).Scan(&base, &payload, &format)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil // retention removed it already; nothing to keep
+		return 0, nil // retention removed it already; nothing to keep
 	}
 	if err != nil {
-		return err
+		return 0, err
 	}
 	rest := payload
 	for o := base; ; o++ {
 		id, data, enc, r, err := readFrame(rest, format)
 		if err != nil {
-			return nil // offset past the segment: removed by retention
+			return 0, nil // offset past the segment: removed by retention
 		}
 		if o == off {
 			_, err := tx.Exec(ctx, `
@@ -394,7 +419,7 @@ func (s *Store) deadLetter(ctx context.Context, tx pgx.Tx, q queueRow, group, pa
 				                               producer_id, attempts, reason, data, encoding)
 				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
 				q.ID, group, pid, partition, off, string(id), attempts, reason, data, int16(enc))
-			return err
+			return int64(len(data)), err
 		}
 		rest = r
 	}

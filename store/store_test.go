@@ -88,20 +88,20 @@ func TestAckSaysWhenMoreIsReady(t *testing.T) {
 	ms, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Max: 2})
 	require.NoError(t, err)
 	require.Len(t, ms, 2)
-	require.Equal(t, domain.AckResult{OK: true}, settle(domain.Ack{Partition: "p", Offset: 0, Lease: ms[0].Lease}),
+	require.Equal(t, domain.AckResult{OK: true, Settled: 1}, settle(domain.Ack{Partition: "p", Offset: 0, Lease: ms[0].Lease}),
 		"within its lease: the partition stays leased")
-	require.Equal(t, domain.AckResult{OK: true, More: true, Freed: true}, settle(domain.Ack{Partition: "p", Offset: 1, Lease: ms[0].Lease}),
+	require.Equal(t, domain.AckResult{OK: true, More: true, Freed: true, Settled: 1}, settle(domain.Ack{Partition: "p", Offset: 1, Lease: ms[0].Lease}),
 		"ends the lease with offset 2 behind it")
 
 	ms, err = st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Max: 2})
 	require.NoError(t, err)
 	require.Len(t, ms, 1)
-	require.Equal(t, domain.AckResult{OK: true, More: true, Freed: true}, settle(domain.Ack{Partition: "p", Offset: 2, Lease: ms[0].Lease, Status: domain.AckRetry}),
+	require.Equal(t, domain.AckResult{OK: true, More: true, Freed: true, Retried: 1}, settle(domain.Ack{Partition: "p", Offset: 2, Lease: ms[0].Lease, Status: domain.AckRetry}),
 		"a retry makes the message deliverable again")
 	ms, err = st.Pop(ctx, domain.PopParams{Queue: domain.Global("q")})
 	require.NoError(t, err)
 	require.Len(t, ms, 1)
-	require.Equal(t, domain.AckResult{OK: true, Freed: true}, settle(domain.Ack{Partition: "p", Offset: 2, Lease: ms[0].Lease}),
+	require.Equal(t, domain.AckResult{OK: true, Freed: true, Settled: 1}, settle(domain.Ack{Partition: "p", Offset: 2, Lease: ms[0].Lease}),
 		"ends the lease with nothing behind it that the ack saw")
 	require.Equal(t, domain.AckResult{Error: "lease expired or not held by this group"},
 		settle(domain.Ack{Partition: "p", Offset: 2, Lease: ms[0].Lease}), "a refused ack says nothing more")
@@ -139,7 +139,7 @@ func TestPushPopAck(t *testing.T) {
 	require.Empty(t, more)
 
 	res := ack(t, st, "orders", "", domain.Ack{Partition: "eu", Offset: 2, Lease: ms[0].Lease})
-	require.Equal(t, []domain.AckResult{{OK: true}}, res)
+	require.Equal(t, []domain.AckResult{{OK: true, Settled: 3}}, res)
 
 	ms, err = st.Pop(ctx, domain.PopParams{Queue: domain.Global("orders"), Max: 10})
 	require.NoError(t, err)
@@ -244,7 +244,7 @@ func TestGroupsHaveTheirOwnCursors(t *testing.T) {
 		ms, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Group: g, Max: 10})
 		require.NoError(t, err)
 		require.Equal(t, []string{"0", "1", "2"}, datas(ms))
-		require.Equal(t, []domain.AckResult{{OK: true}}, ack(t, st, "q", g, domain.Ack{Partition: "p", Offset: 2, Lease: ms[0].Lease}))
+		require.Equal(t, []domain.AckResult{{OK: true, Settled: 3}}, ack(t, st, "q", g, domain.Ack{Partition: "p", Offset: 2, Lease: ms[0].Lease}))
 	}
 	// A partition created after the groups is read from its start by both.
 	pushN(t, st, "q", "late", 0, 2)
@@ -390,7 +390,7 @@ func TestAckStatuses(t *testing.T) {
 	res := ack(t, st, "q", "",
 		domain.Ack{Partition: "p", Offset: 3, Lease: ms[0].Lease, Status: domain.AckDead},
 		domain.Ack{Partition: "p", Offset: 4, Lease: ms[0].Lease})
-	require.Equal(t, []domain.AckResult{{OK: true}, {OK: true}}, res)
+	require.Equal(t, []domain.AckResult{{OK: true, Settled: 1, Dead: true, DeadBytes: 1}, {OK: true, Settled: 1}}, res)
 	ms = pop(3)
 	require.Equal(t, []string{"5"}, datas(ms))
 
@@ -657,7 +657,7 @@ func TestDeadLettersKeepEncoding(t *testing.T) {
 	ms, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Max: 10})
 	require.NoError(t, err)
 	require.Len(t, ms, 2)
-	require.Equal(t, []domain.AckResult{{OK: true}, {OK: true}}, ack(t, st, "q", "",
+	require.Equal(t, []domain.AckResult{{OK: true, Dead: true, DeadBytes: 7}, {OK: true, Dead: true, DeadBytes: 2}}, ack(t, st, "q", "",
 		domain.Ack{Partition: "p", Offset: 0, Lease: ms[0].Lease, Status: domain.AckDead},
 		domain.Ack{Partition: "p", Offset: 1, Lease: ms[0].Lease, Status: domain.AckDead}))
 
@@ -743,7 +743,7 @@ func TestOldFrameFormatPopsAsUnknown(t *testing.T) {
 	require.Equal(t, domain.EncodingJSON, ms[4].Encoding)
 
 	// Dead-lettering reads the old frames too.
-	require.Equal(t, []domain.AckResult{{OK: true}, {OK: true}}, ack(t, st, "q", "",
+	require.Equal(t, []domain.AckResult{{OK: true, Settled: 2, Dead: true, DeadBytes: 5}, {OK: true, Settled: 2}}, ack(t, st, "q", "",
 		domain.Ack{Partition: "p", Offset: 2, Lease: ms[0].Lease, Status: domain.AckDead},
 		domain.Ack{Partition: "p", Offset: 4, Lease: ms[0].Lease}))
 	dls, _, err := st.DeadLetters(ctx, domain.DLQParams{Queue: domain.Global("q")})

@@ -12,6 +12,11 @@
 # two sides, and A_AUTH and B_AUTH the loader's NATS credentials
 # (user:password): both sides may then be one revision, to measure a
 # configuration, as auth-ab.sh does.
+# NATS_PORT and PG_PORT move the broker's ports (24222 and 25433), so that
+# two people's runs on one machine do not collide. HTTP_PORT, when set,
+# puts the broker's HTTP listener there (-http; revisions before the
+# listener lack the flag), and SCRAPE_EVERY (seconds) then has a curl loop
+# fetch its /metrics that often during each run, as metrics-ab.sh does.
 set -euo pipefail
 base=$1 new=$2
 shift 2
@@ -29,7 +34,7 @@ for rev in "$base" "$new"; do
 	(cd "$dir" && go build -o "$out/comb-$rev" ./cmd/comb)
 	git -C "$top" worktree remove --force "$dir"
 done
-nats_port=24222 pg_port=25433
+nats_port=${NATS_PORT:-24222} pg_port=${PG_PORT:-25433} http_port=${HTTP_PORT:-}
 # The private cluster wants its password (docs/security.md); passfile names
 # it, and a revision from before passwords ignores the missing file.
 run() { # side rev index
@@ -41,13 +46,23 @@ run() { # side rev index
 	log="$out/serve-$name-$i.log"
 	local serve=("$out/comb-$rev" serve -data-dir "$data" -nats-listen 127.0.0.1:$nats_port -nats-http 0 -pg-port $pg_port)
 	[ -z "$conf" ] || serve+=(-config "$conf")
+	[ -z "$http_port" ] || serve+=(-http 127.0.0.1:$http_port)
 	"${serve[@]}" >"$log" 2>&1 &
 	local pid=$!
 	for _ in $(seq 300); do grep -q 'comb ready' "$log" && break; sleep 0.2; done
 	grep -q 'comb ready' "$log" || { echo "serve $rev did not start"; cat "$log"; kill $pid; exit 1; }
+	local scraper=
+	if [ -n "$http_port" ] && [ -n "${SCRAPE_EVERY:-}" ]; then
+		(while kill -0 $pid 2>/dev/null; do
+			curl -s -o /dev/null -w '%{http_code}\n' "http://127.0.0.1:$http_port/metrics" || true
+			sleep "$SCRAPE_EVERY"
+		done) >"$out/scrape-$name-$i.log" 2>&1 &
+		scraper=$!
+	fi
 	"$out/comb-$rev" loadtest -nats "nats://${auth:+$auth@}127.0.0.1:$nats_port" \
 		-postgres-url "postgres://postgres@127.0.0.1:$pg_port/comb?sslmode=disable&passfile=$data/postgres/comb-password" \
 		"${flags[@]}" -verify -report=false -out "$out/run-$name-$i" >"$out/run-$name-$i.out" 2>&1 || true
+	[ -z "$scraper" ] || { kill $scraper; wait $scraper || true; }
 	kill -INT $pid; wait $pid || true
 	rm -rf "$data"
 	printf '%s run %d: ' "$name" "$i"; grep -E '^\[(final|resources|verify)' "$out/run-$name-$i.out" | tr '\n' ' '; echo

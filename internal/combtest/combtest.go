@@ -73,6 +73,9 @@ type Options struct {
 	// HTTP is the broker's HTTP listener address, such as 127.0.0.1:0;
 	// "" (the default) leaves it off.
 	HTTP string
+	// MetricsMaxQueues is the broker's metrics_max_queues; 0 means its
+	// default.
+	MetricsMaxQueues int
 	// ClientOptions are added to Env.NC's connection: the credentials and
 	// TLS settings a server with authentication wants.
 	ClientOptions []nats.Option
@@ -107,6 +110,9 @@ func (opts Options) Config(pgURL string) broker.Config {
 	cfg.HTTP = opts.HTTP
 	if opts.Tune != nil {
 		opts.Tune(&cfg)
+	}
+	if opts.MetricsMaxQueues != 0 {
+		cfg.MetricsMaxQueues = opts.MetricsMaxQueues
 	}
 	return cfg
 }

@@ -1,0 +1,93 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// GroupFiguresParams bounds a GroupFigures read.
+type GroupFiguresParams struct {
+	// Limit is the most groups returned, in (tenant, queue, group) order;
+	// 0 means DefaultGroupFiguresLimit.
+	Limit int
+}
+
+// DefaultGroupFiguresLimit is GroupFiguresParams.Limit's default.
+const DefaultGroupFiguresLimit = 10000
+
+// GroupFigures is one consumer group's live figures over one queue.
+type GroupFigures struct {
+	Tenant, Queue, Group string
+	// Depth is the messages the group has not completed (retained ones).
+	Depth int64
+	// OldestAge is how long ago the oldest of them was pushed (its
+	// segment's commit time); 0 when Depth is 0.
+	OldestAge time.Duration
+	// LeasesActive counts the group's live leases; LeasesExpired those
+	// past their time that no pop or ack has ended yet.
+	LeasesActive, LeasesExpired int64
+}
+
+// groupFiguresSQL reads every group's figures in one statement: one pass
+// over the cursors, and for each cursor with a backlog one probe of the
+// segments' primary key for the segment that holds its first unsettled
+// offset (a segment is one transaction: its created_at is that message's).
+const groupFiguresSQL = `
+SELECT q.tenant, q.name, g.name,
+       coalesce(sum(p.next_offset - greatest(c.committed, p.low_offset)), 0)::bigint,
+       coalesce(extract(epoch FROM now() - min(o.created_at)), 0)::float8,
+       count(*) FILTER (WHERE c.lease_until > now()),
+       count(*) FILTER (WHERE c.lease_id IS NOT NULL AND c.lease_until <= now())
+FROM comb_groups g
+JOIN comb_queues q ON q.id = g.queue_id
+LEFT JOIN comb_cursors c ON c.queue_id = g.queue_id AND c.group_name = g.name
+LEFT JOIN comb_partitions p ON p.id = c.partition_id
+LEFT JOIN LATERAL (
+    SELECT s.created_at FROM comb_segments s
+    WHERE p.next_offset > greatest(c.committed, p.low_offset)
+      AND s.partition_id = p.id AND s.base_offset <= greatest(c.committed, p.low_offset)
+    ORDER BY s.base_offset DESC LIMIT 1) o ON true
+GROUP BY q.tenant, q.name, g.name
+ORDER BY q.tenant, q.name, g.name
+LIMIT $1`
+
+// GroupFigures reads every consumer group's depth, oldest unsettled
+// message and leases, for metrics. Its cost grows with the cursors
+// (partitions times groups): call it every second or so at most.
+func (s *Store) GroupFigures(ctx context.Context, p GroupFiguresParams) ([]GroupFigures, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = DefaultGroupFiguresLimit
+	}
+	rows, err := s.pool.Query(ctx, groupFiguresSQL, limit)
+	if err != nil {
+		return nil, fmt.Errorf("group figures: %w", classify(err))
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (GroupFigures, error) {
+		var g GroupFigures
+		var age float64
+		err := r.Scan(&g.Tenant, &g.Queue, &g.Group, &g.Depth, &age, &g.LeasesActive, &g.LeasesExpired)
+		g.OldestAge = time.Duration(max(age, 0) * float64(time.Second))
+		return g, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("group figures: %w", classify(err))
+	}
+	return out, nil
+}
+
+// PoolStat is one connection pool's figures.
+type PoolStat struct {
+	// Name is "main" (pushes, acks, everything else) or "pop" (pops).
+	Name string
+	Stat *pgxpool.Stat
+}
+
+// PoolStats returns the figures of the store's connection pools.
+func (s *Store) PoolStats() []PoolStat {
+	return []PoolStat{{Name: "main", Stat: s.pool.Stat()}, {Name: "pop", Stat: s.popPool.Stat()}}
+}
