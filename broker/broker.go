@@ -117,7 +117,7 @@ func (b *Broker) start(ctx context.Context) error {
 	}
 	b.undo = append(b.undo, st.Close)
 	b.st = st
-	if err := st.Migrate(ctx); err != nil {
+	if err := b.migrateWaiting(ctx, st); err != nil {
 		return err
 	}
 

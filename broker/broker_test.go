@@ -177,6 +177,7 @@ func TestStartFailsCleanly(t *testing.T) {
 
 	c = testConfig(t)
 	c.Postgres.URL = "postgres://nobody@127.0.0.1:1/comb?connect_timeout=5"
+	c.Postgres.StartWait = 0
 	_, err = Start(t.Context(), c, nil)
 	require.ErrorContains(t, err, "127.0.0.1:1")
 }

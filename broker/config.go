@@ -80,6 +80,9 @@ type PostgresConfig struct {
 	// QueueCacheTTL is how long the store caches a queue's settings; 0
 	// means the store's default.
 	QueueCacheTTL time.Duration
+	// StartWait is how long Start waits for a PostgreSQL that cannot be
+	// reached, trying again with backoff; 0 fails at the first attempt.
+	StartWait time.Duration
 }
 
 // DefaultConfig returns the configuration `comb serve` runs with when
@@ -89,7 +92,7 @@ func DefaultConfig() Config {
 	return Config{
 		DataDir: "./comb-data",
 		Postgres: PostgresConfig{Port: 5433, MaxConns: store.DefaultMaxConns,
-			QueueCacheTTL: store.DefaultQueueCacheTTL},
+			QueueCacheTTL: store.DefaultQueueCacheTTL, StartWait: DefaultPostgresStartWait},
 		SweepInterval:    time.Second,
 		HTTP:             DefaultHTTP,
 		Metrics:          true,
@@ -131,6 +134,9 @@ func (c Config) Validate() error {
 	}
 	if c.Postgres.QueueCacheTTL < 0 {
 		bad("queue_cache_ttl", "%s: must not be negative", c.Postgres.QueueCacheTTL)
+	}
+	if c.Postgres.StartWait < 0 {
+		bad("pg_start_wait", "%s: must not be negative", c.Postgres.StartWait)
 	}
 	if c.SweepInterval < 10*time.Millisecond || c.SweepInterval > time.Hour {
 		bad("sweep_interval", "%s: want between 10ms and 1h", c.SweepInterval)

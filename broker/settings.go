@@ -139,6 +139,9 @@ var settings = []Setting{
 	{Key: "queue_cache_ttl", Group: GroupPostgreSQL, kind: kindDuration,
 		Usage: "how long a queue's settings are cached; a configure on another broker shows within it",
 		bind:  func(c *Config) flag.Value { return (*durationValue)(&c.Postgres.QueueCacheTTL) }},
+	{Key: "pg_start_wait", Group: GroupPostgreSQL, kind: kindDuration,
+		Usage: "at start, how long to wait for a PostgreSQL that cannot be reached, trying again with backoff; 0 fails at once",
+		bind:  func(c *Config) flag.Value { return (*durationValue)(&c.Postgres.StartWait) }},
 
 	// NATS. Their zero values are "unset", so the file's server options
 	// apply first; Default shows what applies when neither sets them.
