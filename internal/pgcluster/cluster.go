@@ -771,6 +771,14 @@ func (c *Cluster) launch(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("pgcluster: open server log: %w", err)
 	}
+	if c.cred != nil {
+		// The server's own user must read its data directory whole,
+		// as pg_basebackup does through it.
+		if err := lf.Chown(int(c.cred.Uid), int(c.cred.Gid)); err != nil {
+			_ = lf.Close()
+			return fmt.Errorf("pgcluster: server log owner: %w", err)
+		}
+	}
 	from, _ := lf.Seek(0, io.SeekEnd)
 	cmd := exec.Command(filepath.Join(c.bin, "postgres"), c.serverArgs()...)
 	cmd.Dir = c.dir
@@ -809,7 +817,8 @@ func (c *Cluster) launch(ctx context.Context) error {
 	return nil
 }
 
-// waitReady polls postmaster.pid until the server says "ready": PostgreSQL
+// waitReady polls postmaster.pid until the server says "ready" (or
+// "standby"): PostgreSQL
 // writes its status there, which is what pg_ctl -w waits on too.
 func (c *Cluster) waitReady(ctx context.Context, s *server) error {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
@@ -835,7 +844,10 @@ func (c *Cluster) waitReady(ctx context.Context, s *server) error {
 				continue
 			}
 			lines := strings.Split(string(b), "\n")
-			if len(lines) >= 8 && strings.TrimSpace(lines[0]) == want && strings.TrimSpace(lines[7]) == "ready" {
+			// A hot standby says "standby" once it accepts read-only
+			// connections.
+			if len(lines) >= 8 && strings.TrimSpace(lines[0]) == want &&
+				(strings.TrimSpace(lines[7]) == "ready" || strings.TrimSpace(lines[7]) == "standby") {
 				return nil
 			}
 		}
