@@ -64,7 +64,7 @@ func (b *Broker) migrateWaiting(ctx context.Context, st *store.Store) error {
 		return err
 	}, backoff.WithContext(policy, ctx), func(err error, next time.Duration) {
 		b.log.Warn("postgresql unreachable, retrying", "attempt", attempt, "retry_in", next.Round(time.Millisecond),
-			"waited", time.Since(start).Round(time.Millisecond), "wait_up_to", wait, "url", b.pgLogURL, "err", err)
+			"waited", time.Since(start).Round(time.Millisecond), "wait_up_to", wait, "err", err)
 	})
 	switch {
 	case err == nil:
