@@ -103,6 +103,7 @@ type file struct {
 // and Commit are meant for one drainer at a time.
 type Spool struct {
 	dir  string
+	id   string
 	opts Options
 	log  *slog.Logger
 	lock *os.File
@@ -153,7 +154,11 @@ func Open(dir string, opts Options) (*Spool, error) {
 	}
 	s := &Spool{dir: dir, opts: opts, log: opts.Logger, lock: lock, pending: map[partKey]int64{}, nextNum: 1,
 		notify: make(chan struct{}, 1)}
-	if err := s.load(); err != nil {
+	err = s.readID()
+	if err == nil {
+		err = s.load()
+	}
+	if err != nil {
 		s.closeFiles()
 		lock.Close()
 		return nil, err
@@ -163,6 +168,35 @@ func Open(dir string, opts Options) (*Spool, error) {
 	}
 	return s, nil
 }
+
+// readID reads the directory's id, or makes one for a new directory.
+func (s *Spool) readID() error {
+	path := filepath.Join(s.dir, "ID")
+	b, err := os.ReadFile(path)
+	if err == nil && len(strings.TrimSpace(string(b))) > 0 {
+		s.id = strings.TrimSpace(string(b))
+		return nil
+	}
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("spool: %w", err)
+	}
+	s.id = nuid.Next()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(s.id+"\n"), 0o600); err != nil {
+		return fmt.Errorf("spool: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("spool: %w", err)
+	}
+	return syncDir(s.dir)
+}
+
+// ID returns the directory's id: the store keeps the drain's marks of the
+// spool's files under it (store.ForgetSpoolFiles).
+func (s *Spool) ID() string { return s.id }
+
+// Dir returns the spool's directory.
+func (s *Spool) Dir() string { return s.dir }
 
 // fileName is the name of file num with id: the number orders the files.
 func fileName(num int64, id string) string { return fmt.Sprintf("%016d-%s.spool", num, id) }

@@ -96,6 +96,7 @@ func TestAppendDrainInOrder(t *testing.T) {
 	t.Parallel()
 	s := open(t, t.TempDir(), 1<<20)
 	require.True(t, s.Empty())
+	require.NotEmpty(t, s.ID())
 	p1, p2, p3 := push("q", "a"), push("q", "b", "b"), push("r", "a")
 	n, err := s.Append([]domain.PushParams{p1, p2})
 	require.NoError(t, err)
@@ -143,9 +144,11 @@ func TestReopenKeepsWhatWasNotCommitted(t *testing.T) {
 	// A second process may not open it while the first holds it.
 	_, err = Open(dir, Options{MaxBytes: 1 << 20})
 	require.ErrorContains(t, err, "in use")
+	id := s.ID()
 	require.NoError(t, s.Close())
 
 	s = open(t, dir, 1<<20)
+	require.Equal(t, id, s.ID(), "a directory keeps its id")
 	recs := drainAll(t, s)
 	// The reopened spool starts at its oldest file: records of a file
 	// partly committed come again (the store's mark skips them).
