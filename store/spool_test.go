@@ -79,4 +79,3 @@ func TestPushSpooledSkipsLimitsKeepsDedup(t *testing.T) {
 	out := push(t, st, spooled("lim", 20, 1, false))[0]
 	require.ErrorIs(t, out.Err, domain.ErrTooLarge)
 }
-
