@@ -12,8 +12,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 
-	comb "github.com/combmq/comb/clients/go"
 	"github.com/combmq/comb/broker"
+	comb "github.com/combmq/comb/clients/go"
 	"github.com/combmq/comb/internal/combtest"
 )
 
