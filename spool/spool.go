@@ -33,6 +33,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -114,13 +115,17 @@ type Spool struct {
 	records  int64
 	messages int64
 	pending  map[partKey]int64 // messages not yet drained, per partition
-	nextNum  int64
-	broken   bool
-	oldest   time.Time // of the first record after the drain position
-	drained  int64
-	rate     []rateSample
-	notify   chan struct{}
-	closed   bool
+	// held mirrors records for Pending's fast path: with nothing spooled
+	// (the normal case) a push checks it without the lock an append
+	// holds through its fsync.
+	held    atomic.Int64
+	nextNum int64
+	broken  bool
+	oldest  time.Time // of the first record after the drain position
+	drained int64
+	rate    []rateSample
+	notify  chan struct{}
+	closed  bool
 }
 
 type rateSample struct {
@@ -331,6 +336,7 @@ func readRecords(h *os.File, from, end int64, fn func(r *Record, end int64) bool
 // count adds (sign 1) or takes away (-1) r from the figures.
 func (s *Spool) count(r *Record, sign int64) {
 	s.records += sign
+	s.held.Store(s.records)
 	s.messages += sign * int64(r.messages())
 	for i := range r.Push.Messages {
 		k := partKey{r.Push.Queue, r.Push.Messages[i].Partition}
@@ -357,6 +363,9 @@ func (s *Spool) Files() []string {
 // yet drained: a push to it must be spooled too, after them, to keep its
 // producer's order.
 func (s *Spool) Pending(p *domain.PushParams) bool {
+	if s.held.Load() == 0 {
+		return false
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.pending) == 0 {
