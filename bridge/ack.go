@@ -104,7 +104,13 @@ func (b *Bridge) flushAck(batch []*ackJob) {
 	}
 	ctx, cancel := b.storeCtx()
 	began := time.Now()
-	outs, err := b.st.Ack(ctx, reqs)
+	var outs []domain.AckOutcome
+	var err error
+	if b.maintenance.Load() {
+		err = errMaintenance
+	} else {
+		outs, err = b.st.Ack(ctx, reqs)
+	}
 	took := time.Since(began)
 	cancel()
 	outs = oneEach(outs, len(batch), err, func(err error) domain.AckOutcome { return domain.AckOutcome{Err: err} })

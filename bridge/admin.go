@@ -34,6 +34,10 @@ func (b *Bridge) submit(t *tenant, req micro.Request, verb string, work func(ctx
 	}
 	f := func() {
 		defer b.finish(c)
+		if b.maintenance.Load() {
+			b.respondError(c, errMaintenance)
+			return
+		}
 		ctx, cancel := b.storeCtx()
 		defer cancel()
 		data, err := work(ctx)

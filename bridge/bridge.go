@@ -28,6 +28,7 @@ import (
 	"github.com/combmq/comb/domain"
 	"github.com/combmq/comb/internal/wire"
 	"github.com/combmq/comb/protocol"
+	"github.com/combmq/comb/spool"
 	"github.com/combmq/comb/store"
 )
 
@@ -113,6 +114,16 @@ type Config struct {
 	// Observer receives the bridge's figures for metrics; nil observes
 	// nothing.
 	Observer Observer
+
+	// Spool, when set, takes the pushes PostgreSQL cannot (see spool.go);
+	// nil: such pushes answer 503. The bridge drains it but does not own
+	// it: the caller closes it after Stop.
+	Spool *spool.Spool
+	// Maintenance starts the bridge in maintenance mode (SetMaintenance).
+	Maintenance bool
+	// DrainBatchMessages caps the messages one drain transaction stores;
+	// 0 means BatchMessages.
+	DrainBatchMessages int
 }
 
 // WithDefaults returns c with every zero field set to the default its
@@ -142,6 +153,7 @@ func (c Config) WithDefaults() Config {
 	def(&c.AckWorkers, 2)
 	def(&c.AckQueue, 4096)
 	def(&c.BatchAcks, 10000)
+	def(&c.DrainBatchMessages, c.BatchMessages)
 	def(&c.PopWorkers, 8)
 	def(&c.MaxPops, 10000)
 	defDur(&c.RetryInterval, time.Second)
@@ -182,6 +194,7 @@ func (c Config) Validate() error {
 		{"max_pops", c.MaxPops}, {"admin_workers", c.AdminWorkers}, {"admin_queue", c.AdminQueue},
 		{"max_message_bytes", c.MaxMessageBytes}, {"max_request_bytes", c.MaxRequestBytes},
 		{"sub_pending_msgs", c.SubPendingMsgs}, {"sub_pending_bytes", c.SubPendingBytes},
+		{"spool_drain_batch", c.DrainBatchMessages},
 	} {
 		if f.v < 0 {
 			errs = append(errs, fmt.Errorf("%s %d: must not be negative", f.name, f.v))
@@ -226,6 +239,12 @@ type Bridge struct {
 	track  tracker
 
 	pushTx, ackTx atomic.Int64 // store calls of the coalescers
+
+	maintenance  atomic.Bool   // SetMaintenance
+	pgDown       atomic.Bool   // a push found PostgreSQL unavailable; the drainer clears it
+	drainKick    chan struct{} // the mode changed: the drainer looks again
+	spooledMsgs  atomic.Int64  // messages answered "spooled"
+	drainDropped atomic.Int64  // spooled messages the store refused at the drain
 
 	pushCh    chan *pushJob
 	pushBytes atomic.Int64
@@ -324,7 +343,9 @@ func New(nc *nats.Conn, st *store.Store, cfg Config, log *slog.Logger, tenants .
 		pushCh:           make(chan *pushJob, cfg.PushQueue),
 		ackCh:            make(chan *ackJob, cfg.AckQueue),
 		adminCh:          make(chan func(), cfg.AdminQueue),
+		drainKick:        make(chan struct{}, 1),
 	}
+	b.maintenance.Store(cfg.Maintenance)
 	seen := map[string]bool{}
 	for _, t := range tenants {
 		if t.Conn == nil || seen[t.Name] {
@@ -390,6 +411,10 @@ func (b *Bridge) Start(ctx context.Context) error {
 		b.wg.Add(1)
 		go b.adminWorker()
 	}
+	if b.cfg.Spool != nil {
+		b.wg.Add(1)
+		go b.drainer()
+	}
 	if b.hasByteQuotas() {
 		// Start from what PostgreSQL holds, not from nothing.
 		rctx, cancel := b.storeCtx()
@@ -446,12 +471,34 @@ func (b *Bridge) serve(ctx context.Context, t *tenant) error {
 			subject = b.cfg.Prefix + "." + verb
 		}
 		h := handlers[verb]
+		if verb != protocol.VerbPush && verb != protocol.VerbPut {
+			// In maintenance only pushes are taken (into the spool):
+			// nothing else may read PostgreSQL.
+			serve := h
+			h = func(t *tenant, req micro.Request) {
+				if b.maintenance.Load() {
+					b.fail(t, req, errMaintenance)
+					return
+				}
+				serve(t, req)
+			}
+		}
 		err := svc.AddEndpoint(verb, micro.HandlerFunc(func(req micro.Request) { h(t, req) }),
 			micro.WithEndpointSubject(subject),
 			micro.WithEndpointMetadata(map[string]string{"description": descriptions[verb]}),
 			micro.WithEndpointPendingLimits(b.cfg.SubPendingMsgs, b.cfg.SubPendingBytes))
 		if err != nil {
 			return fmt.Errorf("bridge: add endpoint %s: %w", verb, err)
+		}
+	}
+	if t.name == "" {
+		// The operator's verb: in the global account only, never a
+		// tenant's.
+		err := svc.AddEndpoint(protocol.VerbMaintenance, micro.HandlerFunc(b.handleMaintenance),
+			micro.WithEndpointSubject(b.cfg.Prefix+"."+protocol.VerbMaintenance),
+			micro.WithEndpointMetadata(map[string]string{"description": "turn maintenance mode on or off: spool every push, pause the rest"}))
+		if err != nil {
+			return fmt.Errorf("bridge: add endpoint %s: %w", protocol.VerbMaintenance, err)
 		}
 	}
 	flushTimeout := 10 * time.Second

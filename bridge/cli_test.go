@@ -71,7 +71,7 @@ func TestMicroCLI(t *testing.T) {
 	require.Equal(t, map[string]string{
 		"push": "comb.push.>", "put": "comb.put.>", "pop": "comb.pop.>", "ack": "comb.ack.>",
 		"renew": "comb.renew.>", "seek": "comb.seek.>", "configure": "comb.configure.>", "info": "comb.info.>", "list": "comb.list",
-		"delete": "comb.delete.>", "dlq": "comb.dlq.>",
+		"delete": "comb.delete.>", "dlq": "comb.dlq.>", "maintenance": "comb.maintenance",
 	}, subjects)
 
 	var stats []struct {
@@ -86,7 +86,7 @@ func TestMicroCLI(t *testing.T) {
 	out = run("micro", "stats", "comb", "--json")
 	require.NoError(t, json.Unmarshal(out, &stats), "%s", out)
 	require.Len(t, stats, 1)
-	require.Len(t, stats[0].Endpoints, len(protocol.Verbs))
+	require.Len(t, stats[0].Endpoints, len(protocol.Verbs)+len(protocol.OperatorVerbs))
 	found := false
 	for _, e := range stats[0].Endpoints {
 		if e.Name != "pop" {

@@ -187,7 +187,9 @@ func (p *popper) run(job *popJob) {
 	var err error
 	began := time.Now()
 	tried := began
-	if k.valid && len(k.cands) > 0 && job.req.Partitions <= 1 {
+	if p.b.maintenance.Load() {
+		err = errMaintenance // nothing may read PostgreSQL
+	} else if k.valid && len(k.cands) > 0 && job.req.Partitions <= 1 {
 		// Only the candidates can be ready: try them by key. Finding
 		// nothing keeps the mark (no new one: no cursor was read).
 		job.hint, began = "", time.Time{}

@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"encoding/base64"
+	"errors"
 	"time"
 
 	"github.com/nats-io/nats.go/micro"
@@ -187,6 +188,13 @@ func (b *Bridge) pushWorker() {
 }
 
 func (b *Bridge) flushPush(batch []*pushJob) {
+	spooled, batch := b.spoolFirst(batch)
+	if len(spooled) > 0 {
+		b.spoolJobs(spooled)
+	}
+	if len(batch) == 0 {
+		return
+	}
 	reqs := make([]domain.PushParams, len(batch))
 	for i, j := range batch {
 		reqs[i] = j.req
@@ -245,7 +253,15 @@ func (b *Bridge) flushPush(batch []*pushJob) {
 			}
 		})
 	}
+	var unavailable []*pushJob
 	for i, j := range batch {
+		if outs[i].Err != nil && b.cfg.Spool != nil && errors.Is(outs[i].Err, domain.ErrUnavailable) {
+			// PostgreSQL is away: the spool takes it, and the pushes
+			// after it until the drainer reaches PostgreSQL again.
+			b.pgDown.Store(true)
+			unavailable = append(unavailable, j)
+			continue
+		}
 		if outs[i].Err != nil {
 			b.respondError(j.call, outs[i].Err)
 		} else {
@@ -254,5 +270,8 @@ func (b *Bridge) flushPush(batch []*pushJob) {
 		b.pushBytes.Add(-int64(j.size))
 		j.call.t.quota.pushDone(j.quota)
 		b.finish(j.call)
+	}
+	if len(unavailable) > 0 {
+		b.spoolJobs(unavailable)
 	}
 }

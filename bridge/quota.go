@@ -239,6 +239,9 @@ func (b *Bridge) usageRefresher() {
 	for {
 		select {
 		case <-tick.C:
+			if b.maintenance.Load() {
+				continue
+			}
 			ctx, cancel := b.storeCtx()
 			if err := b.refreshUsage(ctx); err != nil {
 				b.log.Warn("read tenant usage", "err", err)

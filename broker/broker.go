@@ -28,6 +28,7 @@ import (
 	"github.com/combmq/comb/internal/buildinfo"
 	"github.com/combmq/comb/internal/pgcluster"
 	"github.com/combmq/comb/metrics"
+	"github.com/combmq/comb/spool"
 	"github.com/combmq/comb/store"
 	"github.com/combmq/comb/web"
 )
@@ -195,12 +196,29 @@ func (b *Broker) start(ctx context.Context) error {
 	if b.metrics != nil {
 		bcfg.Observer = b.metrics
 	}
+	if cfg.SpoolMaxBytes > 0 {
+		sp, err := spool.Open(cfg.spoolDir(), spool.Options{MaxBytes: cfg.SpoolMaxBytes, Logger: log.With("component", "spool")})
+		if err != nil {
+			return err
+		}
+		// Closed after the bridge has stopped: undo runs backwards.
+		b.undo = append(b.undo, func() {
+			if err := sp.Close(); err != nil {
+				log.Warn("close the spool", "err", err)
+			}
+		})
+		if st := sp.Stats(); st.Records > 0 {
+			log.Info("spool holds records to drain", "dir", sp.Dir(), "records", st.Records, "messages", st.Messages, "bytes", st.Bytes)
+		}
+		bcfg.Spool = sp
+	}
 	br, err := bridge.New(nc, st, bcfg, log.With("component", "bridge"), tenants...)
 	if err != nil {
 		return fmt.Errorf("bridge: %w", err)
 	}
 	if b.metrics != nil {
 		b.metrics.WatchBridge(br.Stats)
+		b.metrics.WatchSpool(br.SpoolStats)
 	}
 	// The bridge's own context ends only after Stop has drained it: a
 	// drain answers what was taken instead of cutting it off.
@@ -220,6 +238,7 @@ func (b *Broker) start(ctx context.Context) error {
 			Store:          st,
 			NATSReady:      func() bool { return srv.NATS().Running() && srv.NATS().ReadyForConnections(50*time.Millisecond) },
 			BridgeRunning:  br.Running,
+			Spool:          b.webSpool,
 			Version:        buildinfo.Version(),
 			Started:        b.started,
 			Replay:         cfg.HTTPDLQReplay,

@@ -32,6 +32,7 @@ func testConfig(t *testing.T) Config {
 	t.Cleanup(func() { require.NoError(t, drop(context.Background())) })
 	c := DefaultConfig()
 	c.Postgres.URL = url
+	c.DataDir = t.TempDir() // the spool's, one each
 	c.NATS.Host, c.NATS.Port = "127.0.0.1", -1
 	c.NATS.HTTPPort = embeddednats.NoMonitoring
 	c.HTTP = "127.0.0.1:0" // tests run in parallel
@@ -67,11 +68,24 @@ func TestHTTPListener(t *testing.T) {
 	// 503 naming the check and nothing about where PostgreSQL is.
 	code, rd := getReady(t, u)
 	require.Equal(t, http.StatusOK, code)
-	require.Equal(t, readiness{Ready: true, Checks: map[string]string{"broker": "ok", "nats": "ok", "postgresql": "ok"}}, rd)
+	require.Equal(t, map[string]string{"broker": "ok", "nats": "ok", "postgresql": "ok", "maintenance": "ok", "spool": "ok"}, rd.Checks)
+	require.True(t, rd.Ready)
+	require.NotNil(t, rd.Spool)
+	require.EqualValues(t, DefaultSpoolMaxBytes, rd.Spool.MaxBytes)
+
+	// Maintenance: not ready, and PostgreSQL is not even pinged.
+	b.Bridge().SetMaintenance(true)
+	code, rd = getReady(t, u)
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.True(t, rd.Maintenance)
+	require.Equal(t, map[string]string{"broker": "ok", "nats": "ok", "postgresql": "not checked in maintenance", "maintenance": "on", "spool": "ok"}, rd.Checks)
+	b.Bridge().SetMaintenance(false)
+
 	b.st.Close() // as good as an unreachable PostgreSQL, for this broker
 	code, rd = getReady(t, u)
 	require.Equal(t, http.StatusServiceUnavailable, code)
-	require.Equal(t, readiness{Ready: false, Checks: map[string]string{"broker": "ok", "nats": "ok", "postgresql": "unreachable"}}, rd)
+	require.False(t, rd.Ready)
+	require.Equal(t, map[string]string{"broker": "ok", "nats": "ok", "postgresql": "unreachable", "maintenance": "ok", "spool": "ok"}, rd.Checks)
 
 	c := testConfig(t)
 	c.HTTP = ""

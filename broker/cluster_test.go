@@ -23,7 +23,8 @@ func TestTwoBrokersInOneCluster(t *testing.T) {
 	ba := start(t, a)
 	route := fmt.Sprintf("nats-route://%s", ba.Server().NATS().ClusterAddr())
 
-	b := a // the same PostgreSQL schema
+	b := a                  // the same PostgreSQL schema
+	b.DataDir = t.TempDir() // a spool of its own: one process per spool directory
 	b.NATS.Cluster = embeddednats.ClusterConfig{Name: "comb", Port: -1, Routes: []string{route}}
 	bb := start(t, b)
 	require.Eventually(t, func() bool { return ba.Server().NATS().NumRoutes() > 0 && bb.Server().NATS().NumRoutes() > 0 },

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -60,8 +61,24 @@ type Config struct {
 	// logger it is given; `comb serve` builds that logger at this level.
 	LogLevel slog.Level
 
-	// Room for what comes next, each a section of its own: Spool (a local
-	// write-ahead spool that takes pushes while PostgreSQL is away).
+	// SpoolDir is the directory of the spool (package spool) that takes
+	// pushes while PostgreSQL is away or the broker is in maintenance
+	// mode; "" means DataDir/spool. SpoolMaxBytes bounds it; 0 turns the
+	// spool off (such pushes answer 503).
+	SpoolDir      string
+	SpoolMaxBytes int64
+}
+
+// DefaultSpoolMaxBytes is the spool's bound unless the configuration says
+// otherwise.
+const DefaultSpoolMaxBytes = 1 << 30
+
+// spoolDir is where the spool lives.
+func (c Config) spoolDir() string {
+	if c.SpoolDir != "" {
+		return c.SpoolDir
+	}
+	return filepath.Join(c.DataDir, "spool")
 }
 
 // PostgresConfig is the PostgreSQL side of Config.
@@ -99,6 +116,7 @@ func DefaultConfig() Config {
 		MetricsMaxQueues: metrics.DefaultMaxQueues,
 		LogLevel:         slog.LevelInfo,
 		Bridge:           bridge.Config{}.WithDefaults(),
+		SpoolMaxBytes:    DefaultSpoolMaxBytes,
 	}
 }
 
@@ -150,6 +168,9 @@ func (c Config) Validate() error {
 	}
 	if i := c.HTTPSampleInterval; i != 0 && (i < web.MinSampleInterval || i > web.MaxSampleInterval) {
 		bad("http_sample_interval", "%s: want between %s and %s", c.HTTPSampleInterval, web.MinSampleInterval, web.MaxSampleInterval)
+	}
+	if c.SpoolMaxBytes < 0 {
+		bad("spool_max_bytes", "%d: must not be negative (0 turns the spool off)", c.SpoolMaxBytes)
 	}
 	if c.MetricsMaxQueues < 0 {
 		bad("metrics_max_queues", "%d: want at least 1, or 0 for the default %d", c.MetricsMaxQueues, metrics.DefaultMaxQueues)

@@ -9,7 +9,20 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/combmq/comb/protocol"
+	"github.com/combmq/comb/web"
 )
+
+// webSpool is the status page's spool card.
+func (b *Broker) webSpool() web.Spool {
+	s := b.br.SpoolState()
+	if s == nil {
+		return web.Spool{Note: web.NoSpool, Maintenance: b.br.Maintenance()}
+	}
+	return web.Spool{Enabled: true, Maintenance: b.br.Maintenance(), Bytes: s.Bytes, MaxBytes: s.MaxBytes,
+		Records: s.Records, Messages: s.Messages, OldestAgeS: s.OldestAgeS, Drained: s.Drained, DrainRate: s.DrainRate}
+}
 
 // DefaultHTTP is the HTTP listener's address unless the configuration
 // says otherwise: loopback, so that only the operator's own machine sees
@@ -53,7 +66,15 @@ func (h *httpServer) stop() { _ = h.srv.Close() }
 type readiness struct {
 	Ready  bool              `json:"ready"`
 	Checks map[string]string `json:"checks"`
+	// Maintenance is the bridge's mode; Spool its spool, absent when it
+	// has none.
+	Maintenance bool                 `json:"maintenance"`
+	Spool       *protocol.SpoolState `json:"spool,omitempty"`
 }
+
+// spoolReadyFraction is how full the spool may be for /readyz to say
+// ready: past it, new traffic should go to another broker.
+const spoolReadyFraction = 0.9
 
 // readyz answers 200 when the broker has started, is not stopping, its
 // NATS server accepts connections and PostgreSQL answers a ping within a
@@ -72,10 +93,22 @@ func (b *Broker) readyz(w http.ResponseWriter, r *http.Request) {
 	check("broker", started, "starting or stopping")
 	if started {
 		check("nats", b.srv.NATS().ReadyForConnections(50*time.Millisecond), "not accepting connections")
-		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
-		err := b.st.Ping(ctx)
-		cancel()
-		check("postgresql", err == nil, "unreachable")
+		rd.Maintenance = b.br.Maintenance()
+		check("maintenance", !rd.Maintenance, "on")
+		if rd.Maintenance {
+			// Maintenance reads nothing from PostgreSQL, pings included.
+			rd.Checks["postgresql"] = "not checked in maintenance"
+		} else {
+			ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+			err := b.st.Ping(ctx)
+			cancel()
+			check("postgresql", err == nil, "unreachable")
+		}
+		if st := b.br.SpoolState(); st != nil {
+			rd.Spool = st
+			check("spool", float64(st.Bytes) <= spoolReadyFraction*float64(st.MaxBytes),
+				fmt.Sprintf("over %.0f%% full", 100*spoolReadyFraction))
+		}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")

@@ -123,6 +123,16 @@ var settings = []Setting{
 		Usage: "serve Go's pprof profiles on this loopback host:port (127.0.0.1, ::1 or localhost, e.g. 127.0.0.1:6060); empty is off",
 		bind:  func(c *Config) flag.Value { return (*stringValue)(&c.Pprof) }},
 
+	{Key: "spool_dir", Group: GroupGeneral, kind: kindString, Default: "<data-dir>/spool",
+		Usage: "directory of the spool that takes pushes while PostgreSQL is unreachable or in maintenance mode",
+		bind:  func(c *Config) flag.Value { return (*stringValue)(&c.SpoolDir) }},
+	{Key: "spool_max_bytes", Group: GroupGeneral, kind: kindSize,
+		Usage: "bound of the spool's files; past it pushes answer 503; 0 turns the spool off",
+		bind:  func(c *Config) flag.Value { return &sizeValue[int64]{&c.SpoolMaxBytes} }},
+	{Key: "maintenance", Group: GroupGeneral, kind: kindBool,
+		Usage: "start in maintenance mode: spool every push, answer 503 to every other verb, read nothing from PostgreSQL (the comb.maintenance verb turns it off)",
+		bind:  func(c *Config) flag.Value { return (*boolValue)(&c.Bridge.Maintenance) }},
+
 	// PostgreSQL.
 	{Key: "postgres_url", Group: GroupPostgreSQL, kind: kindString,
 		Usage: "PostgreSQL URL; empty runs a private cluster in <data-dir>/postgres",
@@ -246,6 +256,9 @@ var settings = []Setting{
 	{Key: "sub_pending_bytes", Group: GroupBridge, kind: kindSize,
 		Usage: "request bytes the NATS client buffers per endpoint before a handler takes them",
 		bind:  func(c *Config) flag.Value { return &sizeValue[int]{&c.Bridge.SubPendingBytes} }},
+	{Key: "spool_drain_batch", Group: GroupBridge, kind: kindInt,
+		Usage: "most messages one drain transaction stores from the spool",
+		bind:  func(c *Config) flag.Value { return &intValue[int]{&c.Bridge.DrainBatchMessages} }},
 	{Key: "request_timeout", Group: GroupBridge, kind: kindDuration,
 		Usage: "bound on each store call",
 		bind:  func(c *Config) flag.Value { return (*durationValue)(&c.Bridge.RequestTimeout) }},

@@ -123,6 +123,10 @@ const (
 	// Duplicate: a message with the same producer id is stored already;
 	// the offset is the original's.
 	Duplicate
+	// Spooled: PostgreSQL was unreachable (or the bridge in maintenance);
+	// the message is durable in the bridge's local spool and will be
+	// stored in order when PostgreSQL is back. It has no offset yet.
+	Spooled
 )
 
 // PushResult is the outcome of one pushed message.

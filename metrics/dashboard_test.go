@@ -12,6 +12,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/combmq/comb/broker"
 	comb "github.com/combmq/comb/clients/go"
 	"github.com/combmq/comb/internal/combtest"
 )
@@ -64,7 +65,10 @@ func familyOf(s scrape, name string) (string, bool) {
 // so that every family has a series.
 func busyScrape(t *testing.T) scrape {
 	t.Helper()
-	env := combtest.StartWith(t, combtest.Options{HTTP: "127.0.0.1:0"})
+	dir := t.TempDir()
+	env := combtest.StartWith(t, combtest.Options{HTTP: "127.0.0.1:0", Tune: func(c *broker.Config) {
+		c.SpoolDir, c.SpoolMaxBytes = dir, 1<<20 // the spool's metrics too
+	}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c := comb.New(env.NC)

@@ -27,6 +27,7 @@ import (
 
 	"github.com/combmq/comb/bridge"
 	"github.com/combmq/comb/domain"
+	"github.com/combmq/comb/spool"
 	"github.com/combmq/comb/store"
 )
 
@@ -76,6 +77,7 @@ type Metrics struct {
 	groups                               map[groupRef]string // group label of each admitted pair
 	nQueues, nGroups                     int
 	bridgeStats                          func() bridge.Stats
+	spoolStats                           func() (spool.Stats, bool)
 	figs                                 figuresCache
 }
 
@@ -184,6 +186,15 @@ func (m *Metrics) WatchBridge(stats func() bridge.Stats) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.bridgeStats = stats
+}
+
+// WatchSpool makes the metrics report stats (a bridge's SpoolStats) on
+// scrape: the spool's bytes, records, oldest record and drained messages.
+// Nothing is reported while stats says there is no spool.
+func (m *Metrics) WatchSpool(stats func() (spool.Stats, bool)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.spoolStats = stats
 }
 
 // series returns the counters of q's queue label, admitting q while there

@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/combmq/comb/domain"
@@ -34,12 +36,18 @@ var (
 	descWaiting    = prometheus.NewDesc("comb_pops_waiting", "Pops long-polling on the bridge.", nil, nil)
 	descOverloaded = prometheus.NewDesc("comb_requests_overloaded_total", "Requests refused with 429 because one of the bridge's bounds was reached.", nil, nil)
 	descErrors     = prometheus.NewDesc("comb_request_errors_total", "Error replies of every kind.", nil, nil)
+
+	descSpoolBytes   = prometheus.NewDesc("comb_spool_bytes", "Bytes of the spool's files (pushes taken while PostgreSQL was away or in maintenance).", nil, nil)
+	descSpoolRecords = prometheus.NewDesc("comb_spool_records", "Spooled push requests not yet drained into PostgreSQL.", nil, nil)
+	descSpoolOldest  = prometheus.NewDesc("comb_spool_oldest_seconds", "Age of the oldest spooled record not yet drained; 0 when the spool is empty.", nil, nil)
+	descSpoolDrained = prometheus.NewDesc("comb_spool_drained_messages_total", "Spooled messages the drain has stored in PostgreSQL.", nil, nil)
 )
 
 func (c *scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descDepth, descLag, descActive, descExpired, descFigsUp, descFigsRows,
 		descPoolAcquired, descPoolIdle, descPoolTotal, descPoolMax, descPoolAcq, descPoolEmpty, descPoolWait, descPoolCanceled,
-		descInFlight, descWaiting, descOverloaded, descErrors} {
+		descInFlight, descWaiting, descOverloaded, descErrors,
+		descSpoolBytes, descSpoolRecords, descSpoolOldest, descSpoolDrained} {
 		ch <- d
 	}
 }
@@ -102,8 +110,20 @@ func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	m.mu.RLock()
-	stats := m.bridgeStats
+	stats, spoolStats := m.bridgeStats, m.spoolStats
 	m.mu.RUnlock()
+	if spoolStats != nil {
+		if s, ok := spoolStats(); ok {
+			oldest := 0.0
+			if !s.Oldest.IsZero() {
+				oldest = time.Since(s.Oldest).Seconds()
+			}
+			ch <- prometheus.MustNewConstMetric(descSpoolBytes, prometheus.GaugeValue, float64(s.Bytes))
+			ch <- prometheus.MustNewConstMetric(descSpoolRecords, prometheus.GaugeValue, float64(s.Records))
+			ch <- prometheus.MustNewConstMetric(descSpoolOldest, prometheus.GaugeValue, oldest)
+			ch <- prometheus.MustNewConstMetric(descSpoolDrained, prometheus.CounterValue, float64(s.Drained))
+		}
+	}
 	if stats != nil {
 		s := stats()
 		ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(s.InFlight))

@@ -48,15 +48,25 @@ const (
 	VerbDelete    = "delete"
 	VerbDLQ       = "dlq"
 	VerbSeek      = "seek"
+	// VerbMaintenance is an operator verb, "<prefix>.maintenance" with no
+	// queue: it turns a bridge's maintenance mode on or off (see
+	// MaintenanceRequest). It is served in the global account only, never
+	// to a tenant, and is not in Verbs.
+	VerbMaintenance = "maintenance"
 )
+
+// OperatorVerbs lists the verbs an operator uses on a bridge, not a
+// client on a queue; they take no queue name.
+var OperatorVerbs = []string{VerbMaintenance}
 
 // Verbs lists every verb, in the order the broker registers its endpoints.
 var Verbs = []string{VerbPush, VerbPut, VerbPop, VerbAck, VerbRenew, VerbConfigure, VerbInfo, VerbList, VerbDelete, VerbDLQ, VerbSeek}
 
 // Subject returns the subject of a request: <prefix>.<verb>.<queue>, or
-// <prefix>.list for the list verb (which takes no queue).
+// <prefix>.list for the list verb and <prefix>.maintenance for the
+// maintenance verb (which take no queue).
 func Subject(prefix, verb, queue string) string {
-	if verb == VerbList {
+	if verb == VerbList || verb == VerbMaintenance {
 		return prefix + "." + verb
 	}
 	return prefix + "." + verb + "." + queue
@@ -72,9 +82,9 @@ func ParseSubject(prefix, subject string) (verb, queue string, err error) {
 	}
 	verb, queue, hasQueue := strings.Cut(rest[1:], ".")
 	switch verb {
-	case VerbList:
+	case VerbList, VerbMaintenance:
 		if hasQueue {
-			return "", "", BadRequest("subject %q: list takes no queue name", subject)
+			return "", "", BadRequest("subject %q: %s takes no queue name", subject, verb)
 		}
 		return verb, "", nil
 	case VerbPush, VerbPut, VerbPop, VerbAck, VerbRenew, VerbConfigure, VerbInfo, VerbDelete, VerbDLQ, VerbSeek:
@@ -113,8 +123,9 @@ const (
 	// original's.
 	StatusDuplicate = "duplicate"
 	// StatusSpooled: accepted into the broker's local disk spool while
-	// PostgreSQL is unreachable; no offset yet. No broker produces it yet:
-	// the spool is planned, and clients should accept the status.
+	// PostgreSQL is unreachable or the broker is in maintenance mode; no
+	// offset yet. The broker has fsynced it and stores it, in order, when
+	// PostgreSQL is back: do not push it again.
 	StatusSpooled = "spooled"
 )
 

@@ -255,3 +255,32 @@ type ErrorBody struct {
 	// RetryAfterMS repeats the Comb-Retry-After-Ms header, when set.
 	RetryAfterMS int64 `json:"retry_after_ms,omitempty"`
 }
+
+// MaintenanceRequest is the body of a maintenance request: on turns the
+// bridge's maintenance mode on or off; an empty body (or on absent) only
+// asks for the state.
+type MaintenanceRequest struct {
+	On *bool `json:"on,omitempty"`
+}
+
+// MaintenanceReply is a bridge's maintenance state and its spool.
+type MaintenanceReply struct {
+	Maintenance bool        `json:"maintenance"`
+	Spool       *SpoolState `json:"spool,omitempty"` // absent: the bridge has no spool
+}
+
+// SpoolState is a bridge's spool: what it holds and how its drain goes.
+type SpoolState struct {
+	Bytes    int64 `json:"bytes"`
+	MaxBytes int64 `json:"max_bytes"`
+	Records  int64 `json:"records"`
+	Messages int64 `json:"messages"`
+	// OldestAgeS is the age of the oldest record not yet drained, in
+	// seconds; 0 when the spool is empty.
+	OldestAgeS float64 `json:"oldest_age_s"`
+	// Drained counts the messages the drain stored since the bridge
+	// started; DrainRate is their rate over the last ten seconds, per
+	// second.
+	Drained   int64   `json:"drained"`
+	DrainRate float64 `json:"drain_rate"`
+}

@@ -79,7 +79,7 @@ func (s *Store) Push(ctx context.Context, reqs []domain.PushParams) ([]domain.Pu
 // push makes one attempt and returns, besides the outcomes, the indexes of
 // the requests to try again.
 func (s *Store) push(ctx context.Context, reqs []domain.PushParams) ([]domain.PushOutcome, []int, error) {
-	p, err := s.plan(ctx, reqs)
+	p, err := s.plan(ctx, reqs, false)
 	if err != nil {
 		return failAll(len(reqs), err), nil, err
 	}
@@ -92,10 +92,10 @@ func (s *Store) push(ctx context.Context, reqs []domain.PushParams) ([]domain.Pu
 		return p.outs, nil, nil
 	}
 	if p.dedup {
-		err = s.writeDedup(ctx, p)
+		err = s.writeDedup(ctx, s.pool, p)
 	} else {
 		p.buildSegments()
-		err = s.writeSimple(ctx, p)
+		err = s.writeSimple(ctx, s.pool, p)
 	}
 	if err != nil {
 		err = fmt.Errorf("push: %w", classify(err))
@@ -120,8 +120,10 @@ func failAll(n int, err error) []domain.PushOutcome {
 }
 
 // plan resolves queues and partitions, applies per-request checks (message
-// size, queue limits) and records where each message goes.
-func (s *Store) plan(ctx context.Context, reqs []domain.PushParams) (*pushPlan, error) {
+// size, queue limits) and records where each message goes. accepted skips
+// the queue's size checks: the messages were accepted already (spooled),
+// and a limit must not lose them.
+func (s *Store) plan(ctx context.Context, reqs []domain.PushParams, accepted bool) (*pushPlan, error) {
 	p := &pushPlan{reqs: reqs, outs: make([]domain.PushOutcome, len(reqs)), queues: make([]queueRow, len(reqs)), places: make([][]msgPlace, len(reqs)), segs: map[int64]*segmentBuf{}, queue: map[int64]int64{}}
 	limited := map[int64]bool{}
 	for i, r := range reqs {
@@ -135,7 +137,7 @@ func (s *Store) plan(ctx context.Context, reqs []domain.PushParams) (*pushPlan, 
 		names := make([]string, 0, 1)
 		for j := range r.Messages {
 			m := &r.Messages[j]
-			if int64(len(m.Data)) > q.Config.MaxMessageBytes {
+			if !accepted && int64(len(m.Data)) > q.Config.MaxMessageBytes {
 				which := fmt.Sprintf("message %d", j)
 				if len(r.Messages) == 1 {
 					which = "the message"
@@ -151,7 +153,7 @@ func (s *Store) plan(ctx context.Context, reqs []domain.PushParams) (*pushPlan, 
 		if out.Err != nil {
 			continue
 		}
-		if q.Config.MaxMessages > 0 || q.Config.MaxBytes > 0 {
+		if !accepted && (q.Config.MaxMessages > 0 || q.Config.MaxBytes > 0) {
 			limited[q.ID] = true
 		}
 		ids, err := s.partitionIDs(ctx, q, names, true)
@@ -327,14 +329,21 @@ func (p *pushPlan) queueWrite(b *pgx.Batch) func(br pgx.BatchResults) error {
 	}
 }
 
+// writer is where a push writes: the pool, or the drain's transaction
+// (in which writeDedup's transaction is a savepoint).
+type writer interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
 // writeSimple writes a batch without deduplication in one round trip: pgx
 // sends the batch with a single Sync, so its statements run in one implicit
 // transaction.
-func (s *Store) writeSimple(ctx context.Context, p *pushPlan) error {
+func (s *Store) writeSimple(ctx context.Context, db writer, p *pushPlan) error {
 	b := &pgx.Batch{}
 	b.Queue(lockPartitionsSQL, p.pids)
 	read := p.queueWrite(b)
-	br := s.pool.SendBatch(ctx, b)
+	br := db.SendBatch(ctx, b)
 	defer br.Close()
 	if _, err := br.Exec(); err != nil {
 		return err
@@ -349,7 +358,7 @@ func (s *Store) writeSimple(ctx context.Context, p *pushPlan) error {
 // queue with a dedup window. Under the partition locks it looks the ids up,
 // drops the duplicates (of earlier pushes, or of each other in this batch),
 // writes the rest and remembers their ids, all in one transaction.
-func (s *Store) writeDedup(ctx context.Context, p *pushPlan) error {
+func (s *Store) writeDedup(ctx context.Context, db writer, p *pushPlan) error {
 	type key struct {
 		pid int64
 		id  string
@@ -368,7 +377,7 @@ func (s *Store) writeDedup(ctx context.Context, p *pushPlan) error {
 			}
 		}
 	}
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
 		b.Queue(lockPartitionsSQL, p.pids)
 		b.Queue(`

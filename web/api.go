@@ -50,11 +50,23 @@ type Health struct {
 	UptimeS       float64   `json:"uptime_s"`
 }
 
-// Spool is the spool's state. Comb has no spool yet: Enabled is false and
-// Note says so.
+// Spool is the broker's spool: off (Enabled false, Note says why), or
+// what it holds and how its drain goes; and whether the broker is in
+// maintenance mode.
 type Spool struct {
-	Enabled bool   `json:"enabled"`
-	Note    string `json:"note"`
+	Enabled     bool   `json:"enabled"`
+	Note        string `json:"note,omitempty"`
+	Maintenance bool   `json:"maintenance"`
+	Bytes       int64  `json:"bytes"`
+	MaxBytes    int64  `json:"max_bytes"`
+	Records     int64  `json:"records"`
+	Messages    int64  `json:"messages"`
+	// OldestAgeS is the age of the oldest record not yet drained.
+	OldestAgeS float64 `json:"oldest_age_s"`
+	// Drained counts the messages drained since start; DrainRate is
+	// per second over the last ten seconds.
+	Drained   int64   `json:"drained"`
+	DrainRate float64 `json:"drain_rate"`
 }
 
 // Queue is one queue's line: figures read now, rates and series from the
@@ -112,7 +124,7 @@ func (p *Page) handleOverview(w http.ResponseWriter, r *http.Request) {
 	out := Overview{
 		Now:              now.UTC(),
 		Health:           p.health(ctx, now),
-		Spool:            Spool{Note: NoSpool},
+		Spool:            p.spool(),
 		Replay:           p.opts.Replay,
 		SampleIntervalMS: p.opts.SampleInterval.Milliseconds(),
 		MaxQueues:        p.opts.MaxQueues,
@@ -346,4 +358,12 @@ func writeRaw(w http.ResponseWriter, code int, b []byte) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(code)
 	_, _ = w.Write(append(b, '\n'))
+}
+
+// spool is the spool card's figures.
+func (p *Page) spool() Spool {
+	if p.opts.Spool == nil {
+		return Spool{Note: NoSpool}
+	}
+	return p.opts.Spool()
 }

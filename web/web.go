@@ -35,8 +35,8 @@ const (
 // more exist.
 const DefaultMaxQueues = 50
 
-// NoSpool is what the page says of the spool until Comb has one.
-const NoSpool = "no spool (PostgreSQL outages are not yet bridged)"
+// NoSpool is what the page says of a broker without a spool.
+const NoSpool = "no spool (spool_max_bytes is 0): pushes answer 503 while PostgreSQL is away"
 
 //go:embed assets
 var assets embed.FS
@@ -48,6 +48,8 @@ type Options struct {
 	// health line; nil reports false.
 	NATSReady     func() bool
 	BridgeRunning func() bool
+	// Spool reports the broker's spool for its card; nil shows NoSpool.
+	Spool func() Spool
 	// Version is the build's version; Started is when the broker started
 	// (uptime counts from it).
 	Version string

@@ -24,9 +24,10 @@ const (
 	// StatusDuplicate: a message with the same ID was already stored in the
 	// partition within the queue's dedup window; Offset is the original's.
 	StatusDuplicate = protocol.StatusDuplicate
-	// StatusSpooled is reserved for a disk spool that would hold messages
-	// while PostgreSQL is unreachable, without an offset yet. No broker
-	// sends it today; clients should accept it.
+	// StatusSpooled: PostgreSQL was unreachable (or the broker is in
+	// maintenance mode) and the message is fsynced in the broker's disk
+	// spool, without an offset yet; the broker stores it, in order, when
+	// PostgreSQL is back. Do not push it again.
 	StatusSpooled = protocol.StatusSpooled
 )
 

@@ -108,6 +108,10 @@ func (opts Options) Config(pgURL string) broker.Config {
 	}
 	cfg.Pprof = ""
 	cfg.HTTP = opts.HTTP
+	// No spool unless a test asks for one (Tune: SpoolMaxBytes and a
+	// SpoolDir of its own): the default directory is under ./comb-data,
+	// which brokers of one test binary would share.
+	cfg.SpoolMaxBytes = 0
 	if opts.Tune != nil {
 		opts.Tune(&cfg)
 	}

@@ -23,8 +23,9 @@ import (
 
 // TestPrivatePostgresKilled SIGKILLs the postmaster of `comb serve`'s own
 // PostgreSQL while a producer puts: Comb restarts it by itself, the
-// producer sees only 503s meanwhile (never a hang or another error), and
-// every put answered "stored", before and after, is there to pop.
+// producer sees only 503s and "spooled" replies meanwhile (never a hang or
+// another error), and every put answered "stored" or "spooled", before and
+// after, is there to pop.
 func TestPrivatePostgresKilled(t *testing.T) {
 	b := newBrokerProc(t, "")
 	data := b.dataDir()
@@ -45,6 +46,7 @@ func TestPrivatePostgresKilled(t *testing.T) {
 		n503     int
 		killedAt time.Time
 		afterOK  int // stored after the kill
+		spooled  int
 	)
 	stop := make(chan struct{})
 	done := make(chan struct{})
@@ -57,12 +59,14 @@ func TestPrivatePostgresKilled(t *testing.T) {
 			default:
 			}
 			msg := fmt.Sprintf(`"m-%d"`, i)
-			_, err := c.Put(ctx, "k", []byte(msg), comb.PutOptions{})
+			res, err := c.Put(ctx, "k", []byte(msg), comb.PutOptions{})
 			mu.Lock()
 			switch {
 			case err == nil:
 				stored = append(stored, msg)
-				if !killedAt.IsZero() {
+				if res.Status == comb.StatusSpooled {
+					spooled++
+				} else if !killedAt.IsZero() {
 					afterOK++
 				}
 			case errors.Is(err, comb.ErrUnavailable):
@@ -100,7 +104,7 @@ func TestPrivatePostgresKilled(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	require.Empty(t, other, "only 503s while PostgreSQL was away")
-	t.Logf("stored %d, 503s %d, back within %s", len(stored), n503, time.Since(killedAt).Round(time.Millisecond))
+	t.Logf("acknowledged %d (spooled %d), 503s %d, back within %s", len(stored), spooled, n503, time.Since(killedAt).Round(time.Millisecond))
 
 	got := map[string]int{}
 	for len(got) < len(stored) {

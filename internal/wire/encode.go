@@ -198,8 +198,11 @@ func appendMessage(b []byte, m *domain.Message) []byte {
 
 // pushStatus is a push status's wire name.
 func pushStatus(s domain.PushStatus) string {
-	if s == domain.Duplicate {
+	switch s {
+	case domain.Duplicate:
 		return protocol.StatusDuplicate
+	case domain.Spooled:
+		return protocol.StatusSpooled
 	}
 	return protocol.StatusStored
 }
@@ -216,8 +219,10 @@ func PushReply(results []domain.PushResult) []byte {
 		}
 		b = append(b, `{"partition":`...)
 		b = AppendString(b, r.Partition)
-		b = append(b, `,"offset":`...)
-		b = strconv.AppendInt(b, r.Offset, 10)
+		if r.Status != domain.Spooled { // a spooled message has no offset yet
+			b = append(b, `,"offset":`...)
+			b = strconv.AppendInt(b, r.Offset, 10)
+		}
 		b = append(b, `,"status":`...)
 		b = AppendString(b, pushStatus(r.Status))
 		b = append(b, '}')

@@ -133,6 +133,8 @@ func TestReplies(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, `{"results":[{"partition":"eu","offset":17,"status":"stored"},{"partition":"default","offset":4,"status":"duplicate"}]}`,
 		string(PushReply([]domain.PushResult{{Partition: "eu", Offset: 17, Status: domain.Stored}, {Partition: "default", Offset: 4, Status: domain.Duplicate}})))
+	require.Equal(t, `{"results":[{"partition":"eu","status":"spooled"}]}`,
+		string(PushReply([]domain.PushResult{{Partition: "eu", Status: domain.Spooled}})), "a spooled message has no offset")
 	require.Equal(t, `{"results":[{"ok":true},{"ok":false,"error":"lease expired"}]}`,
 		string(AckReply([]domain.AckResult{{OK: true}, {Error: "lease expired"}})))
 	exp := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)

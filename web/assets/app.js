@@ -102,6 +102,20 @@ function setHealth(key, ok, state, detail) {
   if (detail !== undefined) card.querySelector(".detail").textContent = detail;
 }
 
+// spoolCard is the spool card's state and detail: off, empty, or what it
+// holds and how fast it drains; maintenance mode shows first.
+function spoolCard(sp) {
+  if (!sp.enabled) return [sp.maintenance ? false : null, sp.maintenance ? "maintenance" : "none", sp.note];
+  const full = sp.max_bytes ? Math.round((100 * sp.bytes) / sp.max_bytes) : 0;
+  let detail = `${sp.records} records (${sp.messages} messages), ${bytes(sp.bytes)} of ${bytes(sp.max_bytes)} (${full}%)`;
+  if (sp.records) detail += `, oldest ${duration(sp.oldest_age_s)}`;
+  if (sp.drain_rate) detail += `, draining ${sp.drain_rate.toFixed(0)} msg/s`;
+  detail += `; ${sp.drained} drained since start`;
+  if (sp.maintenance) return [false, "maintenance", detail];
+  if (!sp.records) return [true, "empty", detail];
+  return [full > 90 ? false : null, "holding", detail];
+}
+
 function renderQueue(o, q) {
   const r = q.rates;
   const card = el("article", { class: "queue", "data-tenant": q.tenant, "data-queue": q.name },
@@ -141,7 +155,7 @@ function render(o) {
   setHealth("nats", h.nats, h.nats ? "ready" : "not ready");
   setHealth("bridge", h.bridge, h.bridge ? "running" : "stopped");
   setHealth("uptime", null, duration(h.uptime_s), "since " + new Date(h.started_at).toLocaleString());
-  setHealth("spool", o.spool.enabled ? true : null, o.spool.enabled ? "on" : "none", o.spool.note);
+  setHealth("spool", ...spoolCard(o.spool));
 
   const errs = [o.error, o.sample_error && "latest sample: " + o.sample_error].filter(Boolean);
   const banner = document.getElementById("error");

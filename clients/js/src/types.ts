@@ -15,7 +15,7 @@ export const PushStatus = {
   Stored: "stored",
   /** The producer id was seen within the dedup window; `offset` is the original's. */
   Duplicate: "duplicate",
-  /** Reserved for a disk spool; no broker sends it today, and there is no offset. */
+  /** In the broker's disk spool while PostgreSQL is away, no offset yet; stored in order when it is back. */
   Spooled: "spooled",
 } as const;
 

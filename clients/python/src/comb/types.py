@@ -20,7 +20,7 @@ DEFAULT_GROUP = "default"
 # Push statuses (PushResult.status).
 STATUS_STORED = "stored"
 STATUS_DUPLICATE = "duplicate"
-STATUS_SPOOLED = "spooled"  # reserved: no broker sends it today
+STATUS_SPOOLED = "spooled"  # in the broker's disk spool, no offset yet; stored when PostgreSQL is back
 
 # Ack statuses (Ack.status).
 ACK_COMPLETED = "completed"

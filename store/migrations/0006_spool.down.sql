@@ -1,0 +1,1 @@
+DROP TABLE comb_spool_applied;
