@@ -34,6 +34,9 @@ func TestExternalPostgresDownAndBack(t *testing.T) {
 
 	// Down at start: PostgreSQL comes up once Comb has retried twice.
 	b := newBrokerProc(t, cl.URL())
+	// Without a spool: this test is about the 503s pops, acks and (spool
+	// off or full) pushes get; TestPostgresStoppedSpools has the spool.
+	b.args = append(b.args, "-spool-max-bytes", "0")
 	firstLog := filepath.Join(b.logDir, "serve-1.log")
 	pgUp := make(chan error, 1)
 	go func() {

@@ -282,7 +282,9 @@ func TestPostgresStoppedSpools(t *testing.T) {
 // in push order.
 func TestBrokerKilledWithSpool(t *testing.T) {
 	const (
-		requests = 200
+		// Enough drain transactions (5 messages each) that the kill lands
+		// in the middle of the drain, however fast the machine.
+		requests = 1000
 		batch    = 5
 		queue    = "spoolkill"
 	)
