@@ -2,6 +2,9 @@ package broker
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -151,4 +154,47 @@ func BenchmarkWake(b *testing.B) {
 		b.ReportMetric(ms(ds[len(ds)/2]), "p50-ms-"+kind)
 		b.ReportMetric(float64(len(ds)), "rounds-"+kind)
 	}
+}
+
+// The cluster example of docs/operations.md loads through comb serve's
+// loader, and the flags of the other two brokers parse into the same
+// cluster settings.
+func TestClusterDocExample(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../docs/operations.md")
+	require.NoError(t, err)
+	m := regexp.MustCompile("(?s)## Several bridges in one cluster\n.*?```conf\n(.*?)```").FindSubmatch(b)
+	require.NotNil(t, m, "the example block")
+	path := filepath.Join(t.TempDir(), "comb-1.conf")
+	require.NoError(t, os.WriteFile(path, m[1], 0o600))
+	c := DefaultConfig()
+	_, err = c.LoadFile(path)
+	require.NoError(t, err)
+	require.NoError(t, c.Validate())
+	o := c.NATS.Options
+	require.Equal(t, "comb-1", o.ServerName)
+	require.Equal(t, "comb", o.Cluster.Name)
+	require.Equal(t, 6222, o.Cluster.Port)
+	require.Len(t, o.Routes, 2)
+
+	// comb-2's flags, from the shell example, through the settings table.
+	sh := regexp.MustCompile(`(?s)comb serve -server-name comb-2 (.*?)-nats-listen`).FindSubmatch(b)
+	require.NotNil(t, sh, "comb-2's command")
+	args := strings.Fields(strings.ReplaceAll(string(sh[1]), "\\\n", " "))
+	set := map[string]string{}
+	for i := 0; i+1 < len(args); i += 2 {
+		set[strings.TrimPrefix(args[i], "-")] = args[i+1]
+	}
+	c2 := DefaultConfig()
+	for _, s := range Settings() {
+		if v, ok := set[s.Flag()]; ok {
+			require.NoError(t, s.Value(&c2).Set(v), s.Flag())
+			delete(set, s.Flag())
+		}
+	}
+	require.Empty(t, set, "every flag of the example is a setting")
+	require.NoError(t, c2.Validate())
+	require.Equal(t, "comb", c2.NATS.Cluster.Name)
+	require.Equal(t, 6223, c2.NATS.Cluster.Port)
+	require.Equal(t, []string{"nats-route://127.0.0.1:6222", "nats-route://127.0.0.1:6224"}, c2.NATS.Cluster.Routes)
 }
