@@ -20,10 +20,12 @@ RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/comb ./cmd/comb \
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/comb /usr/local/bin/comb
 COPY deploy/comb.conf /etc/comb/comb.conf
+# comb.conf plus a route listener, for several bridges in one cluster.
+COPY deploy/comb-cluster.conf /etc/comb/comb-cluster.conf
 # Writable by the nonroot user: serve's -data-dir and the loader's -out.
 COPY --from=build --chown=65532:65532 /out/data /data
 COPY --from=build --chown=65532:65532 /out/loadtest /out
-# NATS clients, NATS monitoring.
-EXPOSE 4222 8222
+# NATS clients, NATS monitoring, NATS routes (comb-cluster.conf).
+EXPOSE 4222 8222 6222
 ENTRYPOINT ["/usr/local/bin/comb"]
 CMD ["serve", "-config", "/etc/comb/comb.conf", "-data-dir", "/data"]

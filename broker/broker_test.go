@@ -25,7 +25,7 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(pgtest.Wrap(m)) }
 
 // testConfig is a broker on its own schema with random ports.
-func testConfig(t *testing.T) Config {
+func testConfig(t testing.TB) Config {
 	t.Helper()
 	url, drop, err := pgtest.Schema(t.Context(), t.Name())
 	require.NoError(t, err)
@@ -95,7 +95,7 @@ func TestHTTPListener(t *testing.T) {
 	require.ErrorContains(t, c.Validate(), `-http "nowhere": want host:port`)
 }
 
-func start(t *testing.T, c Config) *Broker {
+func start(t testing.TB, c Config) *Broker {
 	t.Helper()
 	b, err := Start(t.Context(), c, testLogger(t))
 	require.NoError(t, err)
@@ -197,7 +197,7 @@ func TestStartFailsCleanly(t *testing.T) {
 }
 
 // testLogger writes the broker's log into the test's output.
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 

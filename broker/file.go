@@ -3,6 +3,9 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -32,6 +35,11 @@ type confToken interface {
 // their keys in Settings. It returns nats-server's warnings, for the log.
 // Every error names the file and line.
 func (c *Config) LoadFile(path string) (warnings []error, err error) {
+	// nats-server's parser follows includes without a bound: a file that
+	// includes itself, directly or not, overflows the stack.
+	if err := checkIncludes(path, nil); err != nil {
+		return nil, fmt.Errorf("config file: %w", err)
+	}
 	m, err := conf.ParseFileWithChecks(path)
 	if err != nil {
 		return nil, fmt.Errorf("config file: %w", err)
@@ -271,4 +279,45 @@ func (k kind) String() string {
 		return "a list of strings"
 	}
 	return "a string"
+}
+
+// includeLine matches an include directive as nats-server's lexer reads
+// it: `include` then a path, quoted or not, relative to the including
+// file's directory.
+var includeLine = regexp.MustCompile(`(?m)^[ \t]*include[ \t]+(?:"([^"]*)"|'([^']*)'|([^\s;,]+))`)
+
+// maxIncludeDepth bounds a chain of includes; real files nest one or two.
+const maxIncludeDepth = 10
+
+// checkIncludes reports an include cycle, or a chain deeper than
+// maxIncludeDepth, starting at path; chain holds the files that include
+// it. A file it cannot read is left to the parser, which says why.
+func checkIncludes(path string, chain []string) error {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil
+	}
+	for _, f := range chain {
+		if f == abs {
+			return fmt.Errorf("%s: includes itself (%s)", chain[0], strings.Join(append(chain, abs), " -> "))
+		}
+	}
+	chain = append(chain, abs)
+	if len(chain) > maxIncludeDepth {
+		return fmt.Errorf("%s: includes nested more than %d deep", chain[0], maxIncludeDepth)
+	}
+	body, err := os.ReadFile(abs)
+	if err != nil {
+		return nil
+	}
+	for _, m := range includeLine.FindAllStringSubmatch(string(body), -1) {
+		inc := m[1] + m[2] + m[3]
+		if !filepath.IsAbs(inc) {
+			inc = filepath.Join(filepath.Dir(abs), inc)
+		}
+		if err := checkIncludes(inc, chain); err != nil {
+			return err
+		}
+	}
+	return nil
 }

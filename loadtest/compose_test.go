@@ -139,7 +139,7 @@ func TestComposeFile(t *testing.T) {
 		names = append(names, n)
 	}
 	slices.Sort(names)
-	require.Equal(t, []string{"comb", "loadtest", "postgres"}, names)
+	require.Equal(t, []string{"comb", "comb-2", "comb-3", "loadtest", "postgres"}, names)
 
 	// PostgreSQL: durable commits, spaced checkpoints, enough WAL.
 	pg := f.Services["postgres"]
@@ -201,7 +201,7 @@ func TestComposeFile(t *testing.T) {
 	tokenVar := secretFrom(t, "comb COMB_NATS_TOKEN", cb.Environment["COMB_NATS_TOKEN"])
 	require.Equal(t, "COMB_NATS_TOKEN", tokenVar)
 	require.True(t, hasMount(cb.Volumes, serve["config"]), "the configuration file is mounted")
-	requireTokenAuth(t, "../deploy/comb.conf", tokenVar)
+	requireTokenAuth(t, "../"+mountSource(t, cb.Volumes, serve["config"]), tokenVar)
 
 	// The loader, only under the soak profile.
 	lt := f.Services["loadtest"]
@@ -237,23 +237,179 @@ func TestComposeFile(t *testing.T) {
 	}
 }
 
+// mountSource returns the host side of the bind mount at target, relative
+// to the compose file.
+func mountSource(t *testing.T, volumes []string, target string) string {
+	t.Helper()
+	for _, v := range volumes {
+		if parts := strings.Split(v, ":"); len(parts) >= 2 && parts[1] == target {
+			return strings.TrimPrefix(parts[0], "./")
+		}
+	}
+	t.Fatalf("nothing mounted at %s", target)
+	return ""
+}
+
+// The cluster profile: comb, comb-2 and comb-3 in one NATS cluster on the
+// one PostgreSQL, with comb's secrets, the routes naming each other on the
+// route port of comb-cluster.conf, their password the token, and neither
+// the route port nor PostgreSQL's published.
+func TestComposeClusterProfile(t *testing.T) {
+	t.Parallel()
+	f := loadCompose(t)
+	members := []string{"comb", "comb-2", "comb-3"}
+	cb := f.Services["comb"]
+	base := flagValues(t, cb.Command[1:])
+	tokenVar := secretFrom(t, "comb COMB_NATS_TOKEN", cb.Environment["COMB_NATS_TOKEN"])
+	pgVar := secretFrom(t, "comb PGPASSWORD", cb.Environment["PGPASSWORD"])
+
+	// The configuration every member loads: comb-cluster.conf, which
+	// includes comb.conf, through comb serve's own loader.
+	conf := mountSource(t, cb.Volumes, base["config"])
+	cfg := loadDeployConf(t, "../"+conf, tokenVar)
+	require.Equal(t, "t0ken-from-env", cfg.NATS.Options.Authorization, "clients give the token")
+	cl := cfg.NATS.Options.Cluster
+	require.NotEmpty(t, cl.Name, "a cluster name")
+	require.Equal(t, "0.0.0.0", cl.Host, "routes reach the container's network")
+	require.NotZero(t, cl.Port)
+	routePort := strconv.Itoa(cl.Port)
+	require.NotEmpty(t, cl.Username, "routes must authenticate")
+	require.Equal(t, "t0ken-from-env", cl.Password, "the routes' password is the token")
+
+	natsPorts := map[string]bool{}
+	dataDirs := map[string]bool{}
+	named := map[[2]string]bool{} // member -> a member its routes name
+	for _, name := range members {
+		s, ok := f.Services[name]
+		require.True(t, ok, "service %s", name)
+		if name != "comb" {
+			require.Equal(t, []string{"cluster"}, s.Profiles, name)
+			require.Equal(t, cb.Image, s.Image, "%s runs the image comb builds", name)
+			require.Contains(t, s.DependsOn, "comb", "%s starts after the seed", name)
+		}
+		require.Equal(t, "service_healthy", s.DependsOn["postgres"].Condition, name)
+		require.Equal(t, "serve", s.Command[0], name)
+		parsesWithRealFlags(t, "serve", s.Command[1:])
+		serve := flagValues(t, s.Command[1:])
+		require.Equal(t, base["config"], serve["config"], "%s loads the cluster configuration", name)
+		require.True(t, hasMount(s.Volumes, serve["config"]), "%s mounts the configuration", name)
+		require.Equal(t, conf, mountSource(t, s.Volumes, serve["config"]), name)
+		require.True(t, hasMount(s.Volumes, "/etc/comb/comb.conf"), "%s mounts the file comb-cluster.conf includes", name)
+		require.Equal(t, name, serve["server-name"], "%s names its server after itself", name)
+		require.Equal(t, base["postgres-url"], serve["postgres-url"], "%s shares comb's PostgreSQL", name)
+		for _, k := range []string{"cluster-name", "cluster-listen", "routes"} {
+			require.NotContains(t, serve, k, "%s: the cluster comes from the file and COMB_ROUTES", name)
+		}
+		require.Equal(t, tokenVar, secretFrom(t, name+" COMB_NATS_TOKEN", s.Environment["COMB_NATS_TOKEN"]), name)
+		require.Equal(t, pgVar, secretFrom(t, name+" PGPASSWORD", s.Environment["PGPASSWORD"]), name)
+
+		// Ports: NATS and monitoring on the host's loopback, each member
+		// its own host port; neither routes nor PostgreSQL published.
+		ports := containerPorts(t, s.Ports)
+		_, natsPort, err := net.SplitHostPort(serve["nats-listen"])
+		require.NoError(t, err)
+		require.Contains(t, ports, natsPort, name)
+		require.True(t, strings.HasPrefix(ports[natsPort], "127.0.0.1:"), "%s publishes NATS on loopback: %s", name, ports[natsPort])
+		require.False(t, natsPorts[ports[natsPort]], "%s: host port %s taken twice", name, ports[natsPort])
+		natsPorts[ports[natsPort]] = true
+		require.True(t, strings.HasPrefix(ports[serve["nats-http"]], "127.0.0.1:"), "%s: monitoring on loopback only", name)
+		require.NotContains(t, ports, routePort, "%s: the route port stays on the compose network", name)
+		require.NotContains(t, ports, "5432", "%s: PostgreSQL is not published", name)
+		require.True(t, hasMount(s.Volumes, serve["data-dir"]), "%s: the data directory is a volume", name)
+		for _, v := range s.Volumes {
+			if parts := strings.Split(v, ":"); len(parts) >= 2 && parts[1] == serve["data-dir"] {
+				require.False(t, dataDirs[parts[0]], "%s shares data volume %s", name, parts[0])
+				dataDirs[parts[0]] = true
+				require.Contains(t, f.Volumes, parts[0], "%s: a named volume", name)
+			}
+		}
+
+		// Routes, as compose makes them once the variables are set, and
+		// as serve's -routes setting reads them.
+		raw, ok := s.Environment[cli.EnvName("routes")]
+		if name == "comb" {
+			require.False(t, ok, "comb is the seed: it names no route, so it also runs alone")
+			continue
+		}
+		routes := requiredVar.ReplaceAllStringFunc(raw, func(ref string) string {
+			return "value-of-" + requiredVar.FindStringSubmatch(ref)[1]
+		})
+		require.NotContains(t, routes, "$", "%s: every variable of COMB_ROUTES is a required one", name)
+		rcfg := cfg
+		require.NoError(t, routesSetting(t).Value(&rcfg).Set(routes), name)
+		require.NoError(t, rcfg.Validate(), name)
+		for _, r := range rcfg.NATS.Cluster.Routes {
+			u, err := url.Parse(r)
+			require.NoError(t, err)
+			require.Equal(t, "nats-route", u.Scheme, r)
+			require.Contains(t, members, u.Hostname(), "%s routes to a member", name)
+			require.NotEqual(t, name, u.Hostname(), "%s routes to itself", name)
+			require.Equal(t, routePort, u.Port(), "%s: the members' route port", name)
+			require.Equal(t, cl.Username, u.User.Username(), name)
+			pass, _ := u.User.Password()
+			require.Equal(t, "value-of-"+tokenVar, pass, "%s: the routes' password is the token", name)
+			named[[2]string{name, u.Hostname()}] = true
+		}
+	}
+	// A full mesh: every pair is joined by a route one of them names (the
+	// seed learns the others when they connect).
+	for i, a := range members {
+		for _, b := range members[i+1:] {
+			require.True(t, named[[2]string{a, b}] || named[[2]string{b, a}], "no route joins %s and %s", a, b)
+		}
+	}
+	require.True(t, named[[2]string{"comb-2", "comb-3"}] && named[[2]string{"comb-3", "comb-2"}], "comb-2 and comb-3 name each other")
+	require.Empty(t, f.Services["postgres"].Ports, "PostgreSQL's port is not published")
+	for _, v := range []string{"combdata-2", "combdata-3"} {
+		require.Contains(t, f.Volumes, v)
+	}
+}
+
+// routesSetting is serve's -routes setting, from the one table.
+func routesSetting(t *testing.T) broker.Setting {
+	t.Helper()
+	for _, s := range broker.Settings() {
+		if s.Key == "routes" {
+			return s
+		}
+	}
+	t.Fatal("no routes setting")
+	return broker.Setting{}
+}
+
 // requireTokenAuth loads a configuration file through comb serve's loader,
 // with the token variable defined, and checks that NATS requires the token.
 func requireTokenAuth(t *testing.T, path, tokenVar string) {
 	t.Helper()
-	body, err := os.ReadFile(path)
-	require.NoError(t, err)
-	require.NotRegexp(t, `(?im)^\s*[a-z_]*(token|password)\s*[:=]\s*[^$\s]`, string(body), "no fixed secret in %s", path)
-	// nats-server resolves $VAR from the file's own variables before the
-	// environment: define it in a copy, which keeps the test parallel.
-	copyPath := filepath.Join(t.TempDir(), "comb.conf")
-	require.NoError(t, os.WriteFile(copyPath, append([]byte(tokenVar+": \"t0ken-from-env\"\n"), body...), 0o600))
-	cfg := broker.DefaultConfig()
-	_, err = cfg.LoadFile(copyPath)
-	require.NoError(t, err)
-	require.NoError(t, cfg.Validate())
+	cfg := loadDeployConf(t, path, tokenVar)
 	require.Equal(t, "t0ken-from-env", cfg.NATS.Options.Authorization, "NATS requires the token")
 	require.Equal(t, "0.0.0.0", cfg.NATS.Options.HTTPHost, "monitoring reaches the container's network (the host publishes it on loopback)")
+}
+
+// loadDeployConf loads a configuration file of deploy/ through comb serve's
+// loader, with tokenVar defined as "t0ken-from-env", after checking that
+// no file there holds a fixed secret. nats-server resolves $VAR from a
+// file's own variables before the environment, and an included file's
+// from itself: each file is copied with the variable defined (which keeps
+// the tests parallel), under its own name, so includes find their copies.
+func loadDeployConf(t *testing.T, path, tokenVar string) broker.Config {
+	t.Helper()
+	dir := t.TempDir()
+	files, err := filepath.Glob(filepath.Join(filepath.Dir(path), "*.conf"))
+	require.NoError(t, err)
+	require.Contains(t, files, filepath.Clean(path))
+	for _, f := range files {
+		body, err := os.ReadFile(f)
+		require.NoError(t, err)
+		require.NotRegexp(t, `(?im)^\s*[a-z_]*(token|password)\s*[:=]\s*[^$\s]`, string(body), "no fixed secret in %s", f)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, filepath.Base(f)),
+			append([]byte(tokenVar+": \"t0ken-from-env\"\n"), body...), 0o600))
+	}
+	cfg := broker.DefaultConfig()
+	_, err = cfg.LoadFile(filepath.Join(dir, filepath.Base(path)))
+	require.NoError(t, err)
+	require.NoError(t, cfg.Validate())
+	return cfg
 }
 
 func hasMount(volumes []string, target string) bool {

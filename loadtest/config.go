@@ -147,7 +147,9 @@ type Config struct {
 	// queue's window off and sends no ids.
 	DedupWindow time.Duration
 
-	// NATSURL is where Comb listens (TargetComb). It may carry credentials
+	// NATSURL is where Comb listens (TargetComb): one URL, or the servers
+	// of a cluster of brokers separated by commas, over which the loader's
+	// connections spread. It may carry credentials
 	// as NATS URLs do, nats://user:password@host:port or nats://token@host;
 	// the JetStream target's own server then requires the same. Output
 	// shows it with the secret hidden (RedactedURL).
@@ -319,8 +321,13 @@ func (c *Config) validate() error {
 		bad("pop-wait %s: want >= 0", c.PopWait)
 	}
 	if seen[TargetComb] {
-		if u, err := url.Parse(c.NATSURL); err != nil || u.Host == "" {
-			bad("nats %q: want a URL such as nats://127.0.0.1:4222", c.RedactedURL())
+		// A comma-separated list is a cluster's servers, as nats.Connect
+		// takes them: each must be a URL.
+		for _, s := range strings.Split(c.NATSURL, ",") {
+			if u, err := url.Parse(strings.TrimSpace(s)); err != nil || u.Host == "" || strings.Contains(u.Host, ",") {
+				bad("nats %q: want a URL such as nats://127.0.0.1:4222, or several separated by commas", c.RedactedURL())
+				break
+			}
 		}
 	}
 	if c.PostgresURL != "" {

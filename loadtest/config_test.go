@@ -38,3 +38,17 @@ func TestConfigValidateProtocolBounds(t *testing.T) {
 	c.Queue = "billing.invoices-2_x"
 	require.NoError(t, c.validate())
 }
+
+// A cluster's brokers are a comma-separated list, as nats.Connect takes
+// them; every element must be a URL.
+func TestConfigNATSServerList(t *testing.T) {
+	t.Parallel()
+	c := DefaultConfig()
+	c.NATSURL = "nats://127.0.0.1:29001,nats://127.0.0.1:29002, nats://tok@127.0.0.1:29003"
+	require.NoError(t, c.validate())
+	require.Equal(t, "nats://127.0.0.1:29001,nats://127.0.0.1:29002,nats://xxxxx@127.0.0.1:29003", c.RedactedURL())
+	for _, bad := range []string{"nats://127.0.0.1:29001,", "nats://127.0.0.1:29001,127.0.0.1:29002", "nats://127.0.0.1:29001,,nats://b:1"} {
+		c.NATSURL = bad
+		require.ErrorContains(t, c.validate(), "or several separated by commas", bad)
+	}
+}

@@ -133,13 +133,16 @@ func (s *Store) sweepQueue(ctx context.Context, q queueRow, st *SweepStats) erro
 // RunSweeper sweeps every interval until ctx ends, and again at once while
 // a sweep reports more to do. Errors are logged, not fatal: retention
 // resumes when PostgreSQL answers again. With several brokers on one
-// database, one sweeps at a time (a session advisory lock per schema);
-// the others skip the round rather than repeat its work.
+// database and schema, one of them leads and sweeps every interval; the
+// others skip every round (see sweepLeader), so N brokers cost one
+// sweep an interval, not N.
 func (s *Store) RunSweeper(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	var lead sweepLeader
+	defer lead.resign()
 	for {
-		st, err := s.sweepIfLeader(ctx)
+		st, err := s.sweepIfLeader(ctx, &lead)
 		switch {
 		case errors.Is(err, context.Canceled) || ctx.Err() != nil:
 			return
@@ -160,33 +163,80 @@ func (s *Store) RunSweeper(ctx context.Context, interval time.Duration) {
 	}
 }
 
-// sweepIfLeader sweeps when no other store on this database and schema
-// is sweeping: it holds a session advisory lock for the sweep, on a
-// connection of its own. A round another store holds reports nothing done.
-func (s *Store) sweepIfLeader(ctx context.Context) (SweepStats, error) {
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return SweepStats{}, fmt.Errorf("sweep: %w", classify(err))
+// sweeperLockKey names the sweeper's session advisory lock: one per
+// database and schema.
+const sweeperLockKey = `hashtextextended('comb_sweeper:' || current_schema(), 0)`
+
+// sweepLeader is a store's hold on the sweeper's lock. The leader keeps
+// the lock between rounds, on a connection of its own taken out of the
+// pool, so that another store's round never finds it free between two of
+// the leader's sweeps: holding it only while sweeping would let every
+// store, its ticker out of phase with the others', sweep once an interval.
+// When the leader stops, or its session ends (a crash, PostgreSQL
+// restarted), the lock is free and another store takes it at its next
+// round.
+type sweepLeader struct {
+	conn *pgx.Conn // holds the lock; nil while another store leads
+}
+
+// hold reports whether this store leads: it checks that the session
+// holding the lock is still there (a round trip, as the attempt to take
+// the lock is), or tries to take the lock.
+func (l *sweepLeader) hold(ctx context.Context, s *Store) (bool, error) {
+	if l.conn != nil {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := l.conn.Ping(pctx)
+		cancel()
+		if err == nil {
+			return true, nil
+		}
+		if ctx.Err() != nil {
+			return false, ctx.Err()
+		}
+		l.resign() // the session, and the lock with it, is gone
 	}
-	defer conn.Release()
+	pc, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return false, err
+	}
 	var leader bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtextextended('comb_sweeper:' || current_schema(), 0))`).
-		Scan(&leader); err != nil {
+	if err := pc.QueryRow(ctx, `SELECT pg_try_advisory_lock(`+sweeperLockKey+`)`).Scan(&leader); err != nil {
+		pc.Release()
+		return false, err
+	}
+	if !leader {
+		pc.Release()
+		return false, nil
+	}
+	// Out of the pool: the pool would hand the session, lock and all, to
+	// other work, and may close it when idle. The leader so has one
+	// connection more than pg_max_conns.
+	l.conn = pc.Hijack()
+	return true, nil
+}
+
+// resign lets the lock go by closing its session. It is safe to call
+// when not leading.
+func (l *sweepLeader) resign() {
+	if l.conn == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = l.conn.Close(ctx) // the lock ends with the session, even if Close fails
+	l.conn = nil
+}
+
+// sweepIfLeader sweeps when this store leads the sweepers of its database
+// and schema. A round another store leads reports nothing done.
+func (s *Store) sweepIfLeader(ctx context.Context, lead *sweepLeader) (SweepStats, error) {
+	leader, err := lead.hold(ctx, s)
+	if err != nil {
 		return SweepStats{}, fmt.Errorf("sweep: %w", classify(err))
 	}
 	if !leader {
 		return SweepStats{}, nil
 	}
-	defer func() {
-		// On a fresh context: a cancelled one would leave the lock held
-		// by a pooled session until it closes.
-		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if _, err := conn.Exec(uctx, `SELECT pg_advisory_unlock(hashtextextended('comb_sweeper:' || current_schema(), 0))`); err != nil {
-			// The session may still hold it: do not give it back to the pool.
-			conn.Conn().Close(uctx)
-		}
-	}()
 	return s.Sweep(ctx)
 }
 

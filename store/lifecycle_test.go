@@ -337,3 +337,59 @@ func TestSweeperLeader(t *testing.T) {
 	require.Eventually(t, func() bool { return segments() == 0 }, 10*time.Second, 50*time.Millisecond,
 		"the lock is free: this store sweeps")
 }
+
+// With several stores on one database and schema, one leads: it keeps the
+// sweeper's lock between rounds, so the others skip every round rather
+// than each sweeping once an interval, out of phase. When the leader
+// stops, another takes the lock and sweeps.
+func TestSweeperOneLeaderAcrossRounds(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	url := testURL(t)
+	open := func() *store.Store {
+		st, err := store.Open(ctx, url, store.Options{MaxConns: 4})
+		require.NoError(t, err)
+		t.Cleanup(st.Close)
+		require.NoError(t, st.Migrate(ctx))
+		return st
+	}
+	a, b := open(), open()
+	// holder is the backend holding the sweeper's lock, 0 for none.
+	holder := func() int {
+		var pid int
+		err := a.Pool().QueryRow(ctx, `SELECT coalesce(max(pid), 0) FROM pg_locks
+			WHERE locktype = 'advisory' AND granted AND objsubid = 1
+			  AND ((classid::bigint << 32) | objid::bigint) = hashtextextended('comb_sweeper:' || current_schema(), 0)`).Scan(&pid)
+		require.NoError(t, err)
+		return pid
+	}
+	run := func(st *store.Store) (stop func()) {
+		sctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); st.RunSweeper(sctx, 20*time.Millisecond) }()
+		return func() { cancel(); <-done }
+	}
+	stopA := run(a)
+	defer stopA()
+	require.Eventually(t, func() bool { return holder() != 0 }, 10*time.Second, 10*time.Millisecond, "a takes the lock")
+	leader := holder()
+	stopB := run(b)
+	defer stopB()
+	// Many rounds of both: the lock never changes hands, so b never sweeps.
+	for range 50 {
+		require.Equal(t, leader, holder(), "the lock stays with the leader between rounds")
+		time.Sleep(10 * time.Millisecond) // rounds of 20 ms pass between looks
+	}
+
+	// The leader's queue is swept; b's rounds are too once a stops.
+	configure(t, a, "q", domain.ConfigPatch{MaxAgeS: i64(1)})
+	stopA()
+	require.Eventually(t, func() bool { h := holder(); return h != 0 && h != leader }, 10*time.Second, 10*time.Millisecond,
+		"another store leads once the leader stops")
+	pushN(t, b, "q", "p", 0, 3)
+	require.Eventually(t, func() bool {
+		var n int
+		require.NoError(t, b.Pool().QueryRow(ctx, `SELECT count(*) FROM comb_segments`).Scan(&n))
+		return n == 0
+	}, 10*time.Second, 50*time.Millisecond, "the new leader sweeps")
+}

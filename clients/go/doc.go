@@ -41,6 +41,8 @@
 //	nats.Connect(url, nats.RootCAs("ca.pem"),
 //		nats.ClientCert("app.pem", "app-key.pem"))            // mutual TLS, e.g. verify_and_map
 //	nats.Connect(url, nats.CustomInboxPrefix("_INBOX_app"))  // replies on a private inbox prefix
+//	nats.Connect("nats://a:4222,nats://b:4222,nats://c:4222", // several brokers in one cluster:
+//		nats.MaxReconnects(-1))                               // any of them, and another when it goes
 //
 // A .creds file is for a NATS server in operator (JWT) mode, which
 // `comb serve` refuses for now (docs/security.md).

@@ -127,7 +127,7 @@ func loadtestFlags(cfg *loadtest.Config, w io.Writer) *flag.FlagSet {
 	fs.DurationVar(&cfg.Drain, "drain", cfg.Drain, "longest wait after the producers stop for the consumers to take what was pushed")
 	fs.DurationVar(&cfg.CompletedRetention, "completed-retention", cfg.CompletedRetention, "queue setting: delete completed messages after this long (0 keeps them)")
 	fs.DurationVar(&cfg.DedupWindow, "dedup-window", cfg.DedupWindow, "deduplication, whole seconds, 0 = off: > 0 sets the queue's dedup_window_s and gives every message a unique producer id (never a duplicate, but every push pays for the id check); JetStream: the stream's duplicate window and a Nats-Msg-Id per message")
-	fs.StringVar(&cfg.NATSURL, "nats", cfg.NATSURL, "NATS URL of the Comb broker; credentials as nats://user:password@host:port or nats://token@host "+
+	fs.StringVar(&cfg.NATSURL, "nats", cfg.NATSURL, "NATS URL of the Comb broker, or a cluster's brokers separated by commas (nats://a:4222,nats://b:4222); credentials as nats://user:password@host:port or nats://token@host "+
 		"(the jetstream target's own server then requires the same); output hides them")
 	fs.StringVar(&cfg.Creds, "creds", cfg.Creds, "NATS .creds file (user JWT and nkey seed) to connect with")
 	fs.StringVar(&cfg.TLSCA, "tls-ca", cfg.TLSCA, "PEM file of the CAs that sign the broker's TLS certificate")
