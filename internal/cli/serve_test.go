@@ -236,8 +236,10 @@ func TestServeBadPostgres(t *testing.T) {
 	t.Parallel()
 	var stdout, stderr bytes.Buffer
 	env := Env{Stdout: &stdout, Stderr: &stderr, Getenv: envOf(nil), Exit: func(int) { t.Error("unexpected exit") }}
+	// -pg-start-wait 0: fail at the first attempt instead of waiting for
+	// a PostgreSQL that will never come (the wait has tests of its own).
 	code := Run(t.Context(), env, []string{"serve", "-postgres-url", "postgres://nobody@127.0.0.1:1/comb?connect_timeout=5",
-		"-nats-listen", "127.0.0.1:0", "-nats-http", "0", "-data-dir", t.TempDir()})
+		"-nats-listen", "127.0.0.1:0", "-nats-http", "0", "-http", "127.0.0.1:0", "-pg-start-wait", "0", "-data-dir", t.TempDir()})
 	require.Equal(t, 1, code)
 	require.Contains(t, stderr.String(), "comb serve failed")
 	require.Contains(t, stderr.String(), "127.0.0.1:1")
