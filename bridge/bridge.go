@@ -307,6 +307,11 @@ type statsData struct {
 	Overloaded         int64         `json:"overloaded"`
 	Transactions       *int64        `json:"transactions,omitempty"`
 	Waiting            *int          `json:"waiting,omitempty"`
+	// Maintenance and Spool are the broker's state, on the push endpoint
+	// of the global account only (an operator's view, as on /readyz);
+	// Spool is absent without a spool.
+	Maintenance *bool                `json:"maintenance,omitempty"`
+	Spool       *protocol.SpoolState `json:"spool,omitempty"`
 }
 
 // New returns a bridge serving st. nc is the bridge's own connection, for
@@ -575,6 +580,10 @@ func (b *Bridge) statsOf(t *tenant, verb string) any {
 	case protocol.VerbPush: // includes puts: they share the coalescer
 		n := b.pushTx.Load()
 		d.Transactions = &n
+		if t.name == "" {
+			m := b.Maintenance()
+			d.Maintenance, d.Spool = &m, b.SpoolState()
+		}
 	case protocol.VerbAck:
 		n := b.ackTx.Load()
 		d.Transactions = &n

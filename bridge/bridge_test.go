@@ -846,3 +846,22 @@ func TestVanishedLongPollLeasesNothing(t *testing.T) {
 	require.Len(t, msgs, 1, "the orphan leased nothing")
 	require.Equal(t, 1, msgs[0].Attempt)
 }
+
+// The push endpoint's micro stats carry the broker's maintenance state
+// (and its spool, when it has one), as /readyz does.
+func TestStatsCarryMaintenance(t *testing.T) {
+	t.Parallel()
+	env := combtest.Start(t)
+	m := request(t, env.NC, "$SRV.STATS.comb", "")
+	var st micro.Stats
+	require.NoError(t, json.Unmarshal(m.Data, &st))
+	var push map[string]any
+	for _, e := range st.Endpoints {
+		if e.Name == "push" {
+			require.NoError(t, json.Unmarshal(e.Data, &push))
+		}
+	}
+	require.NotNil(t, push, "%s", m.Data)
+	require.Equal(t, false, push["maintenance"])
+	require.NotContains(t, push, "spool", "combtest runs without a spool")
+}
