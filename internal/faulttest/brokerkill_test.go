@@ -208,23 +208,10 @@ func TestBrokerKilledMidLoad(t *testing.T) {
 
 	// Every message is delivered and the group completes them all,
 	// including those of the abandoned lease once it has expired.
-	waitFor(t, 20*time.Second, "every message delivered and completed", func() bool {
+	waitCompleted(ctx, t, 20*time.Second, c, queue, group, func() bool {
 		mu.Lock()
-		n := len(delivered)
-		mu.Unlock()
-		if n < total {
-			return false
-		}
-		info, err := c.Info(ctx, queue)
-		if err != nil {
-			return false // a slow reply on a loaded machine: ask again
-		}
-		for _, g := range info.Groups {
-			if g.Name == group {
-				return g.Pending == 0
-			}
-		}
-		return false
+		defer mu.Unlock()
+		return len(delivered) >= total
 	})
 	cstop()
 	<-consumed
@@ -297,6 +284,28 @@ func pushRetrying(ctx context.Context, c *comb.Client, queue string, msgs []comb
 		}
 		return nil, backoff.Permanent(err)
 	}, backoff.WithContext(bo, ctx))
+}
+
+// waitCompleted waits until delivered says every message reached a
+// consumer and group has nothing pending on queue: every message delivered
+// and completed.
+func waitCompleted(ctx context.Context, t *testing.T, d time.Duration, c *comb.Client, queue, group string, delivered func() bool) {
+	t.Helper()
+	waitFor(t, d, "every message delivered and completed", func() bool {
+		if !delivered() {
+			return false
+		}
+		info, err := c.Info(ctx, queue)
+		if err != nil {
+			return false // a slow reply on a loaded machine: ask again
+		}
+		for _, g := range info.Groups {
+			if g.Name == group {
+				return g.Pending == 0
+			}
+		}
+		return false
+	})
 }
 
 // waitFor polls cond every 20 ms until it holds, or fails the test after d.
