@@ -183,3 +183,22 @@ func (b *Bridge) handleDLQ(t *tenant, req micro.Request) {
 		return data, nil
 	})
 }
+
+// handleGroups lists a queue's groups, or deletes one ({"delete":"g"}).
+// Both are one verb, as dlq's listing, replay and purge are: the body says
+// what to do with the queue's groups, and the subject stays one per queue.
+func (b *Bridge) handleGroups(t *tenant, req micro.Request) {
+	serveAdmin(b, t, req, protocol.VerbGroups, wire.DecodeGroups, func(ctx context.Context, queue domain.QueueRef, del string) ([]byte, error) {
+		if del != "" {
+			if err := b.st.DeleteGroup(ctx, queue, del); err != nil {
+				return nil, err
+			}
+			return wire.OKReply, nil
+		}
+		groups, err := b.st.Groups(ctx, queue)
+		if err != nil {
+			return nil, err
+		}
+		return wire.GroupsReply(groups), nil
+	})
+}

@@ -335,6 +335,17 @@ type GroupInfo struct {
 	Leased  int64 // partitions currently leased
 }
 
+// GroupState is one consumer group's lag over a queue: the groups verb.
+type GroupState struct {
+	Name    string
+	Pending int64 // retained messages not yet completed by the group
+	Leased  int64 // partitions currently leased
+	Dead    int64 // dead letters kept for the group
+	// OldestPendingAge is how long ago the oldest pending message was
+	// pushed; 0 when Pending is 0.
+	OldestPendingAge time.Duration
+}
+
 // QueueSummary is one line of the queue list.
 type QueueSummary struct {
 	Name       string

@@ -48,6 +48,9 @@ const (
 	VerbDelete    = "delete"
 	VerbDLQ       = "dlq"
 	VerbSeek      = "seek"
+	// VerbGroups lists a queue's consumer groups with their lag, or, with
+	// {"delete":"<group>"}, deletes one (see GroupsRequest).
+	VerbGroups = "groups"
 	// VerbMaintenance is an operator verb, "<prefix>.maintenance" with no
 	// queue: it turns a bridge's maintenance mode on or off (see
 	// MaintenanceRequest). It is served in the global account only, never
@@ -60,7 +63,7 @@ const (
 var OperatorVerbs = []string{VerbMaintenance}
 
 // Verbs lists every verb, in the order the broker registers its endpoints.
-var Verbs = []string{VerbPush, VerbPut, VerbPop, VerbAck, VerbRenew, VerbConfigure, VerbInfo, VerbList, VerbDelete, VerbDLQ, VerbSeek}
+var Verbs = []string{VerbPush, VerbPut, VerbPop, VerbAck, VerbRenew, VerbConfigure, VerbInfo, VerbList, VerbDelete, VerbDLQ, VerbSeek, VerbGroups}
 
 // Subject returns the subject of a request: <prefix>.<verb>.<queue>, or
 // <prefix>.list for the list verb and <prefix>.maintenance for the
@@ -87,7 +90,7 @@ func ParseSubject(prefix, subject string) (verb, queue string, err error) {
 			return "", "", BadRequest("subject %q: %s takes no queue name", subject, verb)
 		}
 		return verb, "", nil
-	case VerbPush, VerbPut, VerbPop, VerbAck, VerbRenew, VerbConfigure, VerbInfo, VerbDelete, VerbDLQ, VerbSeek:
+	case VerbPush, VerbPut, VerbPop, VerbAck, VerbRenew, VerbConfigure, VerbInfo, VerbDelete, VerbDLQ, VerbSeek, VerbGroups:
 	default:
 		return "", "", BadRequest("subject %q: unknown verb %q", subject, verb)
 	}
@@ -177,7 +180,8 @@ var (
 	// field value or ack status. Retrying the same request will not help.
 	ErrBadRequest = errors.New("bad request")
 	// ErrNotFound is code 404: the queue does not exist (pop, ack, renew,
-	// info, delete and dlq do not create queues; push, put and configure do).
+	// info, delete, dlq and groups do not create queues; push, put and
+	// configure do), or a group delete names a group the queue does not have.
 	ErrNotFound = errors.New("not found")
 	// ErrConflict is code 409: a lease conflict the whole request depends on.
 	ErrConflict = errors.New("conflict")

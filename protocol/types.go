@@ -237,7 +237,32 @@ type SeekReply struct {
 	Moved int `json:"moved"`
 }
 
-// OKReply is the reply of delete.
+// GroupsRequest is the body of <prefix>.groups.<queue>: empty (or {}) lists
+// the queue's groups (GroupsReply); Delete names a group to delete, with its
+// cursors, leases and dead letters, in one transaction (OKReply). A deleted
+// group no longer holds back completed_retention_s; a later pop under its
+// name starts it anew, placed by the pop's from.
+type GroupsRequest struct {
+	Delete string `json:"delete,omitempty"`
+}
+
+// GroupsReply is the reply of a group listing, ordered by name.
+type GroupsReply struct {
+	Groups []GroupState `json:"groups"`
+}
+
+// GroupState is one consumer group's lag over a queue.
+type GroupState struct {
+	Name    string `json:"name"`
+	Pending int64  `json:"pending"` // retained messages the group has not completed
+	Leased  int64  `json:"leased"`  // partitions the group holds a live lease on
+	Dead    int64  `json:"dead"`    // the group's dead letters kept
+	// OldestPendingAgeS is how long ago the oldest message the group has
+	// not completed was pushed, in seconds; 0 when Pending is 0.
+	OldestPendingAgeS float64 `json:"oldest_pending_age_s"`
+}
+
+// OKReply is the reply of delete and of a group delete.
 type OKReply struct {
 	OK bool `json:"ok"`
 }

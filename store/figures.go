@@ -36,7 +36,9 @@ type GroupFigures struct {
 // over the cursors, and for each cursor with a backlog one probe of the
 // segments' primary key for the segment that holds its first unsettled
 // offset (a segment is one transaction: its created_at is that message's).
-const groupFiguresSQL = `
+// Metrics read every queue's groups (groupFiguresSQL); the groups verb
+// reads one queue's (queueGroupsSQL): the same statement, filtered.
+const groupFiguresSelect = `
 SELECT q.tenant, q.name, g.name,
        coalesce(sum(p.next_offset - greatest(c.committed, p.low_offset)), 0)::bigint,
        coalesce(extract(epoch FROM now() - min(o.created_at)), 0)::float8,
@@ -51,9 +53,17 @@ LEFT JOIN LATERAL (
     WHERE p.next_offset > greatest(c.committed, p.low_offset)
       AND s.partition_id = p.id AND s.base_offset <= greatest(c.committed, p.low_offset)
     ORDER BY s.base_offset DESC LIMIT 1) o ON true
+`
+
+const groupFiguresSQL = groupFiguresSelect + `
 GROUP BY q.tenant, q.name, g.name
 ORDER BY q.tenant, q.name, g.name
 LIMIT $1`
+
+const queueGroupsSQL = groupFiguresSelect + `
+WHERE g.queue_id = $1
+GROUP BY q.tenant, q.name, g.name
+ORDER BY g.name`
 
 // GroupFigures reads every consumer group's depth, oldest unsettled
 // message and leases, for metrics. Its cost grows with the cursors
@@ -67,17 +77,20 @@ func (s *Store) GroupFigures(ctx context.Context, p GroupFiguresParams) ([]Group
 	if err != nil {
 		return nil, fmt.Errorf("group figures: %w", classify(err))
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (GroupFigures, error) {
-		var g GroupFigures
-		var age float64
-		err := r.Scan(&g.Tenant, &g.Queue, &g.Group, &g.Depth, &age, &g.LeasesActive, &g.LeasesExpired)
-		g.OldestAge = time.Duration(max(age, 0) * float64(time.Second))
-		return g, err
-	})
+	out, err := pgx.CollectRows(rows, scanGroupFigures)
 	if err != nil {
 		return nil, fmt.Errorf("group figures: %w", classify(err))
 	}
 	return out, nil
+}
+
+// scanGroupFigures reads one row of groupFiguresSelect.
+func scanGroupFigures(r pgx.CollectableRow) (GroupFigures, error) {
+	var g GroupFigures
+	var age float64
+	err := r.Scan(&g.Tenant, &g.Queue, &g.Group, &g.Depth, &age, &g.LeasesActive, &g.LeasesExpired)
+	g.OldestAge = time.Duration(max(age, 0) * float64(time.Second))
+	return g, err
 }
 
 // PoolStat is one connection pool's figures.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -149,10 +150,25 @@ func lockQueue(ctx context.Context, tx pgx.Tx, q queueRow, mode string) error {
 func (s *Store) ensureGroup(ctx context.Context, q queueRow, group string, from domain.Start) error {
 	k := groupKey{q.ID, group}
 	s.mu.Lock()
-	_, ok := s.groups[k]
+	seen, ok := s.groups[k]
 	s.mu.Unlock()
-	if ok {
+	if ok && time.Since(seen) < s.ttl {
 		return nil
+	}
+	// Past the TTL, look again: another bridge may have deleted the group
+	// (DeleteGroup), and then this pop starts it anew. A plain read keeps
+	// the common case off the queue row's lock.
+	if ok {
+		var exists bool
+		if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM comb_groups WHERE queue_id = $1 AND name = $2)`, q.ID, group).Scan(&exists); err != nil {
+			return fmt.Errorf("check group: %w", classify(err))
+		}
+		if exists {
+			s.mu.Lock()
+			s.groups[k] = time.Now()
+			s.mu.Unlock()
+			return nil
+		}
 	}
 	start, extra := startExpr(from, 3)
 	args := append([]any{q.ID, group}, extra...)
@@ -179,7 +195,7 @@ func (s *Store) ensureGroup(ctx context.Context, q queueRow, group string, from 
 		return fmt.Errorf("create group: %w", classify(err))
 	}
 	s.mu.Lock()
-	s.groups[k] = struct{}{}
+	s.groups[k] = time.Now()
 	s.mu.Unlock()
 	return nil
 }

@@ -67,8 +67,8 @@ type Store struct {
 
 	mu     sync.Mutex
 	queues map[domain.QueueRef]cachedQueue
-	parts  map[partKey]int64     // partition id by (queue id, name)
-	groups map[groupKey]struct{} // groups known to exist
+	parts  map[partKey]int64      // partition id by (queue id, name)
+	groups map[groupKey]time.Time // groups known to exist, and when last seen
 }
 
 type cachedQueue struct {
@@ -133,7 +133,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		queueLimit: opts.MaxQueues,
 		queues:     map[domain.QueueRef]cachedQueue{},
 		parts:      map[partKey]int64{},
-		groups:     map[groupKey]struct{}{},
+		groups:     map[groupKey]time.Time{},
 	}, nil
 }
 

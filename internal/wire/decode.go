@@ -459,3 +459,26 @@ func DecodeSeek(body []byte) (domain.SeekParams, error) {
 	}
 	return out, nil
 }
+
+// DecodeGroups decodes and checks a groups body (protocol.GroupsRequest):
+// empty or {} lists the groups and returns ""; {"delete":"<group>"} returns
+// the group to delete, a valid group name (an empty one is a 400, so that a
+// bad delete is never taken for a listing).
+func DecodeGroups(body []byte) (deleteGroup string, err error) {
+	var req struct {
+		Delete *string `json:"delete"`
+	}
+	if err := decodeObject(body, &req); err != nil {
+		return "", err
+	}
+	if req.Delete == nil {
+		return "", nil
+	}
+	if *req.Delete == "" {
+		return "", badRequest("delete: the group to delete is required")
+	}
+	if err := protocol.ValidateName("delete", *req.Delete); err != nil {
+		return "", err
+	}
+	return *req.Delete, nil
+}

@@ -380,6 +380,17 @@ func InfoReply(info domain.Info) []byte {
 	return marshal(out)
 }
 
+// GroupsReply returns a group listing, protocol.GroupsReply, with the
+// oldest pending age in seconds and an empty list as [] (never null).
+func GroupsReply(groups []domain.GroupState) []byte {
+	out := protocol.GroupsReply{Groups: make([]protocol.GroupState, len(groups))}
+	for i, g := range groups {
+		out.Groups[i] = protocol.GroupState{Name: g.Name, Pending: g.Pending, Leased: g.Leased, Dead: g.Dead,
+			OldestPendingAgeS: g.OldestPendingAge.Seconds()}
+	}
+	return marshal(out)
+}
+
 // ListReply returns a list reply, protocol.ListReply: one summary per
 // queue.
 func ListReply(queues []domain.QueueSummary) []byte {

@@ -294,3 +294,22 @@ func FuzzDecodeSeek(f *testing.F) {
 		require.Contains(t, []domain.StartKind{domain.StartAll, domain.StartNew, domain.StartTime}, s.To.Kind)
 	})
 }
+
+func FuzzDecodeGroups(f *testing.F) {
+	for _, s := range wiretest.Bodies[protocol.VerbGroups] {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		g, err := DecodeGroups(body)
+		if err != nil {
+			we, ok := protocol.AsError(err)
+			require.True(t, ok, "%v", err)
+			require.Equal(t, 400, we.Code)
+			return
+		}
+		// Whatever decodes is a listing or names a valid group.
+		if g != "" {
+			require.NoError(t, protocol.ValidateName("delete", g))
+		}
+	})
+}

@@ -37,4 +37,6 @@ var Bodies = map[string][]string{
 		`{"replay":["bogus"]}`, "{\"group\":\"\xff\"}"},
 	protocol.VerbSeek: {``, `{"to":"start"}`, `{"group":"g","partition":"p","to":"end"}`, `{"to":"2026-11-30T10:00:00Z"}`, `{"to":7}`,
 		`{"group":"\ud800\u0041","to":"end"}`},
+	protocol.VerbGroups: {``, `{}`, `{"delete":"billing"}`, `{"delete":""}`, `{"delete":null}`, `{"delete":7}`,
+		`{"delete":"a b"}`, "{\"delete\":\"g\xff\"}", `{"group":"g"}`, `[]`, `{"delete":"` + strings.Repeat("g", 300) + `"}`},
 }
