@@ -154,16 +154,30 @@ func TestOpsCommands(t *testing.T) {
 	require.Equal(t, 0, r.code)
 	require.Contains(t, r.stderr, "no message ready in orders for group other")
 
-	// groups, from info.
-	var groups struct {
-		Groups []comb.GroupInfo `json:"groups"`
-	}
+	// groups, from the groups verb: lag, dead letters and oldest age.
+	var groups protocol.GroupsReply
 	e.okJSON(&groups, "groups", "orders")
-	wantInfo, err = e.client.Info(e.ctx, "orders")
-	require.NoError(t, err)
-	require.Equal(t, wantInfo.Groups, groups.Groups)
-	require.Equal(t, []comb.GroupInfo{{Name: "billing", Pending: 3, Leased: 1}, {Name: "other", Pending: 2}}, groups.Groups)
-	require.Contains(t, e.ok("groups", "orders"), "GROUP    PENDING  LEASED\nbilling  3        1\nother    2        0\n")
+	require.Len(t, groups.Groups, 2)
+	require.Equal(t, "billing", groups.Groups[0].Name)
+	require.Equal(t, int64(3), groups.Groups[0].Pending)
+	require.Equal(t, int64(1), groups.Groups[0].Leased)
+	require.Positive(t, groups.Groups[0].OldestPendingAgeS)
+	require.Equal(t, protocol.GroupState{Name: "other", Pending: 2, OldestPendingAgeS: groups.Groups[1].OldestPendingAgeS}, groups.Groups[1])
+	require.Regexp(t, `GROUP +PENDING +LEASED +DEAD +OLDEST\nbilling +3 +1 +0 +[0-9.]+m?s\nother +2 +0 +0 +[0-9.]+m?s\n`, e.ok("groups", "orders"))
+	// --delete wants --force off a terminal, refuses a bad name, and
+	// deletes; a second delete is the broker's 404.
+	r = e.run("groups", "orders", "--delete", "other")
+	require.Equal(t, 2, r.code)
+	require.Contains(t, r.stderr, "pass --force")
+	r = e.run("groups", "orders", "--delete", "", "--force")
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Contains(t, r.stderr, "--delete")
+	require.Contains(t, e.ok("groups", "orders", "--delete", "other", "--force"), "deleted group other of queue orders")
+	r = e.run("groups", "orders", "--delete", "other", "--force")
+	require.NotZero(t, r.code)
+	require.Contains(t, r.stderr, "queue orders has no group other")
+	e.okJSON(&groups, "groups", "orders")
+	require.Len(t, groups.Groups, 1)
 
 	// configure, with numbers and durations.
 	var cfg comb.Config

@@ -112,28 +112,85 @@ func groupRows(gs []comb.GroupInfo) [][]string {
 }
 
 var groupsCmd = opsCommand{
-	name: "groups", args: "QUEUE", summary: "a queue's consumer groups: messages pending, partitions leased",
-	synopsis: "List the consumer groups of a queue: the messages each has not completed yet\n(pending) and the partitions it holds a lease on (leased).",
+	name: "groups", args: "QUEUE", summary: "a queue's consumer groups and their lag, or delete one (--delete)",
+	synopsis: "List the consumer groups of a queue: the messages each has not completed yet\n(pending), the partitions it holds a lease on (leased), its dead letters (dead)\nand the age of its oldest pending message (oldest). With --delete GROUP, delete\nthat group with its cursors, leases and dead letters, so it no longer holds back\ncompleted retention (asks first unless --force).",
 	minArgs:  1, maxArgs: 1,
 	setup: func(fs *pflag.FlagSet) func(context.Context, *session, []string) error {
+		var del string
+		var force bool
+		fs.StringVar(&del, "delete", "", "delete this consumer group")
+		fs.BoolVarP(&force, "force", "f", false, "with --delete: delete without asking")
 		return func(ctx context.Context, s *session, args []string) error {
-			info, err := s.info(ctx, args[0])
-			if err != nil {
+			queue := args[0]
+			if fs.Changed("delete") {
+				return s.deleteGroup(ctx, queue, del, force)
+			}
+			var gs []comb.GroupState
+			if err := s.call(ctx, queue, func(ctx context.Context, c *comb.Client) (err error) {
+				gs, err = c.Groups(ctx, queue)
+				return err
+			}); err != nil {
 				return err
 			}
 			if s.json {
-				return s.printJSON(struct {
-					Groups []comb.GroupInfo `json:"groups"`
-				}{nonNil(info.Groups)})
+				return s.printJSON(protocol.GroupsReply{Groups: nonNil(gs)})
 			}
-			if len(info.Groups) == 0 {
-				s.note("queue %s has no consumer group yet: the first pop makes one", info.Name)
+			if len(gs) == 0 {
+				s.note("queue %s has no consumer group yet: the first pop makes one", queue)
 				return nil
 			}
-			s.table([]string{"GROUP", "PENDING", "LEASED"}, groupRows(info.Groups))
+			rows := make([][]string, len(gs))
+			for i, g := range gs {
+				rows[i] = []string{g.Name, num(g.Pending), num(g.Leased), num(g.Dead), ageText(g.OldestPendingAgeS)}
+			}
+			s.table([]string{"GROUP", "PENDING", "LEASED", "DEAD", "OLDEST"}, rows)
 			return nil
 		}
 	},
+}
+
+// ageText shows an age in seconds as a duration, "-" for none.
+func ageText(sec float64) string {
+	if sec <= 0 {
+		return "-"
+	}
+	d := time.Duration(sec * float64(time.Second))
+	if d >= time.Second {
+		return d.Round(time.Second).String()
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+func (s *session) deleteGroup(ctx context.Context, queue, group string, force bool) error {
+	if err := protocol.ValidateName("--delete", group); err != nil {
+		return usagef("%s", err.(*protocol.Error).Message)
+	}
+	if !force {
+		if s.env.Terminal == nil || !s.env.Terminal() {
+			return exitError{2, fmt.Sprintf("not deleting group %s of queue %s: standard input is not a terminal to ask on; pass --force to delete without asking", group, queue)}
+		}
+		fmt.Fprintf(s.env.Stderr, "delete group %s of queue %s, with its cursors and dead letters? [y/N] ", group, queue)
+		answer, _ := bufio.NewReader(stdinOf(s.env)).ReadString('\n')
+		switch strings.ToLower(strings.TrimSpace(answer)) {
+		case "y", "yes":
+		default:
+			return exitError{1, fmt.Sprintf("group %s not deleted", group)}
+		}
+	}
+	if err := s.call(ctx, queue, func(ctx context.Context, c *comb.Client) error {
+		err := c.DeleteGroup(ctx, queue, group)
+		if pe, ok := protocol.AsError(err); ok && pe.Code == protocol.CodeNotFound && strings.HasPrefix(pe.Message, "group ") {
+			return exitError{1, fmt.Sprintf("queue %s has no group %s; `comb groups %s` lists them", queue, group, queue)}
+		}
+		return err
+	}); err != nil {
+		return err
+	}
+	if s.json {
+		return s.printJSON(protocol.OKReply{OK: true})
+	}
+	fmt.Fprintf(s.env.Stdout, "deleted group %s of queue %s\n", group, queue)
+	return nil
 }
 
 // pushBatch bounds the messages and bytes of one push request when push
