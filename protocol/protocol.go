@@ -48,6 +48,10 @@ const (
 	VerbDelete    = "delete"
 	VerbDLQ       = "dlq"
 	VerbSeek      = "seek"
+	// VerbPeek reads a partition's messages without leasing or changing
+	// anything (see PeekRequest). Behind authentication only operators
+	// should be granted it (docs/security.md).
+	VerbPeek = "peek"
 	// VerbMaintenance is an operator verb, "<prefix>.maintenance" with no
 	// queue: it turns a bridge's maintenance mode on or off (see
 	// MaintenanceRequest). It is served in the global account only, never
@@ -60,7 +64,7 @@ const (
 var OperatorVerbs = []string{VerbMaintenance}
 
 // Verbs lists every verb, in the order the broker registers its endpoints.
-var Verbs = []string{VerbPush, VerbPut, VerbPop, VerbAck, VerbRenew, VerbConfigure, VerbInfo, VerbList, VerbDelete, VerbDLQ, VerbSeek}
+var Verbs = []string{VerbPush, VerbPut, VerbPop, VerbAck, VerbRenew, VerbConfigure, VerbInfo, VerbList, VerbDelete, VerbDLQ, VerbSeek, VerbPeek}
 
 // Subject returns the subject of a request: <prefix>.<verb>.<queue>, or
 // <prefix>.list for the list verb and <prefix>.maintenance for the
@@ -87,7 +91,7 @@ func ParseSubject(prefix, subject string) (verb, queue string, err error) {
 			return "", "", BadRequest("subject %q: %s takes no queue name", subject, verb)
 		}
 		return verb, "", nil
-	case VerbPush, VerbPut, VerbPop, VerbAck, VerbRenew, VerbConfigure, VerbInfo, VerbDelete, VerbDLQ, VerbSeek:
+	case VerbPush, VerbPut, VerbPop, VerbAck, VerbRenew, VerbConfigure, VerbInfo, VerbDelete, VerbDLQ, VerbSeek, VerbPeek:
 	default:
 		return "", "", BadRequest("subject %q: unknown verb %q", subject, verb)
 	}

@@ -37,4 +37,7 @@ var Bodies = map[string][]string{
 		`{"replay":["bogus"]}`, "{\"group\":\"\xff\"}"},
 	protocol.VerbSeek: {``, `{"to":"start"}`, `{"group":"g","partition":"p","to":"end"}`, `{"to":"2026-11-30T10:00:00Z"}`, `{"to":7}`,
 		`{"group":"\ud800\u0041","to":"end"}`},
+	protocol.VerbPeek: {``, `{}`, `{"partition":"eu","from":0,"limit":100}`, `{"partition":"eu","id":"order-8"}`, `{"from":-1}`,
+		`{"limit":0}`, `{"limit":1001}`, `{"id":"x","from":3}`, `{"from":"0"}`, `{"group":"g"}`, "{\"partition\":\"\xff\"}",
+		`{"id":"\udc00"}`, `{"from":9223372036854775807,"limit":1000}`},
 }
