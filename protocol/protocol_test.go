@@ -363,7 +363,7 @@ func TestJSONFieldsDocumented(t *testing.T) {
 		protocol.QueueConfig{}, protocol.ConfigPatch{}, protocol.Info{}, protocol.PartitionInfo{}, protocol.GroupInfo{},
 		protocol.ListReply{}, protocol.QueueSummary{},
 		protocol.DLQRequest{}, protocol.DLQReply{}, protocol.DoneReply{}, protocol.DeadLetter{},
-		protocol.SeekRequest{}, protocol.SeekReply{}, protocol.OKReply{}, protocol.ErrorReply{}, protocol.ErrorBody{},
+		protocol.SeekRequest{}, protocol.SeekReply{}, protocol.PeekRequest{}, protocol.PeekReply{}, protocol.PeekedMessage{}, protocol.OKReply{}, protocol.ErrorReply{}, protocol.ErrorBody{},
 	} {
 		typ := reflect.TypeOf(v)
 		for f := range typ.Fields() {
