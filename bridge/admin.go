@@ -202,3 +202,21 @@ func (b *Bridge) handleGroups(t *tenant, req micro.Request) {
 		return wire.GroupsReply(groups), nil
 	})
 }
+
+// handlePeek reads a partition's messages, leasing nothing.
+func (b *Bridge) handlePeek(t *tenant, req micro.Request) {
+	serveAdmin(b, t, req, protocol.VerbPeek, wire.DecodePeek, func(ctx context.Context, queue domain.QueueRef, pk domain.PeekParams) ([]byte, error) {
+		pk.Queue = queue
+		page, err := b.st.Peek(ctx, pk)
+		if err != nil {
+			return nil, err
+		}
+		data, n := wire.PeekReply(page, int(b.nc.MaxPayload()))
+		if n == 0 && len(page.Messages) > 0 {
+			m := page.Messages[0]
+			return nil, protocol.Errorf(protocol.CodeTooLarge,
+				"message at offset %d does not fit in a reply under the NATS server's max_payload of %d bytes", m.Offset, b.nc.MaxPayload())
+		}
+		return data, nil
+	})
+}

@@ -469,6 +469,7 @@ func (b *Bridge) serve(ctx context.Context, t *tenant) error {
 		protocol.VerbAck: b.handleAck, protocol.VerbRenew: b.handleRenew, protocol.VerbConfigure: b.handleConfigure,
 		protocol.VerbInfo: b.handleInfo, protocol.VerbList: b.handleList, protocol.VerbDelete: b.handleDelete,
 		protocol.VerbDLQ: b.handleDLQ, protocol.VerbSeek: b.handleSeek, protocol.VerbGroups: b.handleGroups,
+		protocol.VerbPeek: b.handlePeek,
 	}
 	for _, verb := range protocol.Verbs {
 		subject := b.cfg.Prefix + "." + verb + ".>"
@@ -559,6 +560,7 @@ var descriptions = map[string]string{
 	protocol.VerbDLQ:       "list, replay or purge dead letters",
 	protocol.VerbSeek:      "move a consumer group's cursors to the start, the end or a time",
 	protocol.VerbGroups:    "list a queue's consumer groups with their lag, or delete one",
+	protocol.VerbPeek:      "read a partition's messages by offset or producer id, leasing nothing",
 }
 
 // statsOf is the "data" of t's endpoint verb in the micro stats: t's own

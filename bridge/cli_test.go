@@ -71,7 +71,7 @@ func TestMicroCLI(t *testing.T) {
 	require.Equal(t, map[string]string{
 		"push": "comb.push.>", "put": "comb.put.>", "pop": "comb.pop.>", "ack": "comb.ack.>",
 		"renew": "comb.renew.>", "seek": "comb.seek.>", "configure": "comb.configure.>", "info": "comb.info.>", "list": "comb.list",
-		"delete": "comb.delete.>", "dlq": "comb.dlq.>", "groups": "comb.groups.>", "maintenance": "comb.maintenance",
+		"delete": "comb.delete.>", "dlq": "comb.dlq.>", "groups": "comb.groups.>", "peek": "comb.peek.>", "maintenance": "comb.maintenance",
 	}, subjects)
 
 	var stats []struct {

@@ -134,7 +134,7 @@ func TestRogueResponder(t *testing.T) {
 // TestPerVerbRecipes runs the recipes of docs/security.md through Go
 // clients: a producer that pops is refused and leases nothing, the
 // message stays for the consumer; a consumer cannot push; the operator
-// reads figures but cannot pop.
+// reads figures and peeks but cannot pop, and only the operator peeks.
 func TestPerVerbRecipes(t *testing.T) {
 	t.Parallel()
 	var conf string
@@ -179,6 +179,13 @@ func TestPerVerbRecipes(t *testing.T) {
 	_, err = operator.Request("comb.pop.orders", nil, time.Second)
 	require.Error(t, err)
 	operator.Violation(t, "the operator pops")
+	// The operator peeks (the message is still there, acked by the
+	// consumer but retained); the consumer may not.
+	peek := request(t, operator, "comb.peek.orders", `{"limit":10}`)
+	require.Len(t, peek["messages"].([]any), 1, "%v", peek)
+	_, err = consumer.Request("comb.peek.orders", nil, time.Second)
+	require.Error(t, err)
+	consumer.Violation(t, "the consumer peeks")
 }
 
 // docExample is a conf block of docs/security.md and the nats commands

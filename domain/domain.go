@@ -278,6 +278,25 @@ type RenewResult struct {
 	Error     string
 }
 
+// PeekParams selects messages of one partition to read without leasing:
+// Limit of them from offset From, or, when ID is set, the one message of
+// that producer id.
+type PeekParams struct {
+	Queue     QueueRef
+	Partition string // never empty
+	From      int64  // at least 0
+	Limit     int    // at least 1
+	ID        string // a producer id; From and Limit unused
+}
+
+// PeekPage is what a peek read: messages in offset order (Lease empty,
+// Attempt 0) and the offset to read from next, or -1 when the partition
+// holds nothing past them now.
+type PeekPage struct {
+	Messages []Message
+	Next     int64
+}
+
 // SeekParams moves a group's cursors on a queue, on every partition or on
 // one, ending their leases. The group is created if needed.
 type SeekParams struct {

@@ -14,6 +14,8 @@ const (
 	// DefaultDLQLimit is a dead-letter listing's page size when it names
 	// none.
 	DefaultDLQLimit = 100
+	// DefaultPeekLimit is a peek's page size when it names none.
+	DefaultPeekLimit = 100
 )
 
 // Request bounds. Each keeps one request's cost (memory, rows touched, time
@@ -41,6 +43,8 @@ const (
 	MaxDLQIDs = 10000
 	// MaxDLQLimit bounds a dead-letter listing's page size.
 	MaxDLQLimit = 1000
+	// MaxPeekLimit bounds a peek's page size.
+	MaxPeekLimit = 1000
 )
 
 // Size bounds.

@@ -51,6 +51,10 @@ const (
 	// VerbGroups lists a queue's consumer groups with their lag, or, with
 	// {"delete":"<group>"}, deletes one (see GroupsRequest).
 	VerbGroups = "groups"
+	// VerbPeek reads a partition's messages without leasing or changing
+	// anything (see PeekRequest). Behind authentication only operators
+	// should be granted it (docs/security.md).
+	VerbPeek = "peek"
 	// VerbMaintenance is an operator verb, "<prefix>.maintenance" with no
 	// queue: it turns a bridge's maintenance mode on or off (see
 	// MaintenanceRequest). It is served in the global account only, never
@@ -63,7 +67,7 @@ const (
 var OperatorVerbs = []string{VerbMaintenance}
 
 // Verbs lists every verb, in the order the broker registers its endpoints.
-var Verbs = []string{VerbPush, VerbPut, VerbPop, VerbAck, VerbRenew, VerbConfigure, VerbInfo, VerbList, VerbDelete, VerbDLQ, VerbSeek, VerbGroups}
+var Verbs = []string{VerbPush, VerbPut, VerbPop, VerbAck, VerbRenew, VerbConfigure, VerbInfo, VerbList, VerbDelete, VerbDLQ, VerbSeek, VerbGroups, VerbPeek}
 
 // Subject returns the subject of a request: <prefix>.<verb>.<queue>, or
 // <prefix>.list for the list verb and <prefix>.maintenance for the
@@ -90,7 +94,7 @@ func ParseSubject(prefix, subject string) (verb, queue string, err error) {
 			return "", "", BadRequest("subject %q: %s takes no queue name", subject, verb)
 		}
 		return verb, "", nil
-	case VerbPush, VerbPut, VerbPop, VerbAck, VerbRenew, VerbConfigure, VerbInfo, VerbDelete, VerbDLQ, VerbSeek, VerbGroups:
+	case VerbPush, VerbPut, VerbPop, VerbAck, VerbRenew, VerbConfigure, VerbInfo, VerbDelete, VerbDLQ, VerbSeek, VerbGroups, VerbPeek:
 	default:
 		return "", "", BadRequest("subject %q: unknown verb %q", subject, verb)
 	}

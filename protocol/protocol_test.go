@@ -25,7 +25,7 @@ func TestSubject(t *testing.T) {
 	require.Equal(t, "comb.list", protocol.Subject("comb", protocol.VerbList, "ignored"), "list takes no queue")
 
 	// Every verb, once, and each one a subject ParseSubject reads back.
-	require.Len(t, protocol.Verbs, 12)
+	require.Len(t, protocol.Verbs, 13)
 	seen := map[string]bool{}
 	for _, v := range protocol.Verbs {
 		require.False(t, seen[v], "verb %s twice", v)
@@ -364,7 +364,7 @@ func TestJSONFieldsDocumented(t *testing.T) {
 		protocol.QueueConfig{}, protocol.ConfigPatch{}, protocol.Info{}, protocol.PartitionInfo{}, protocol.GroupInfo{},
 		protocol.ListReply{}, protocol.QueueSummary{},
 		protocol.DLQRequest{}, protocol.DLQReply{}, protocol.DoneReply{}, protocol.DeadLetter{},
-		protocol.SeekRequest{}, protocol.SeekReply{}, protocol.GroupsRequest{}, protocol.GroupsReply{}, protocol.GroupState{}, protocol.OKReply{}, protocol.ErrorReply{}, protocol.ErrorBody{},
+		protocol.SeekRequest{}, protocol.SeekReply{}, protocol.GroupsRequest{}, protocol.GroupsReply{}, protocol.GroupState{}, protocol.PeekRequest{}, protocol.PeekReply{}, protocol.PeekedMessage{}, protocol.OKReply{}, protocol.ErrorReply{}, protocol.ErrorBody{},
 	} {
 		typ := reflect.TypeOf(v)
 		for f := range typ.Fields() {

@@ -263,6 +263,36 @@ type GroupState struct {
 }
 
 // OKReply is the reply of delete and of a group delete.
+// PeekRequest is the body of <prefix>.peek.<queue>: one partition's
+// messages from offset From (Limit of them at most), or, with ID, the one
+// message of that producer id. It leases nothing and changes nothing.
+// From and Limit are not given with ID.
+type PeekRequest struct {
+	Partition string `json:"partition,omitempty"` // empty: DefaultPartition
+	From      *int64 `json:"from,omitempty"`      // first offset; default 0; below the low offset starts there
+	Limit     *int   `json:"limit,omitempty"`     // 1..MaxPeekLimit; default DefaultPeekLimit
+	ID        string `json:"id,omitempty"`        // a producer id, found through the dedup window
+}
+
+// PeekReply is the reply of a peek: messages in offset order, and the
+// offset to ask From next, or nil when the partition has no more now.
+type PeekReply struct {
+	Messages []PeekedMessage `json:"messages"`
+	Next     *int64          `json:"next"`
+}
+
+// PeekedMessage is one message of a peek: a Delivery without lease or
+// attempt, since nothing is leased.
+type PeekedMessage struct {
+	Partition string          `json:"partition"`
+	Offset    int64           `json:"offset"`
+	ID        string          `json:"id,omitempty"`
+	CreatedAt time.Time       `json:"created_at"`
+	Data      json.RawMessage `json:"data,omitempty"`
+	DataB64   *string         `json:"data_b64,omitempty"`
+}
+
+// OKReply is the reply of delete.
 type OKReply struct {
 	OK bool `json:"ok"`
 }

@@ -482,3 +482,40 @@ func DecodeGroups(body []byte) (deleteGroup string, err error) {
 	}
 	return *req.Delete, nil
 }
+
+// DecodePeek decodes and checks a peek body (protocol.PeekRequest):
+// {"partition":"eu","from":0,"limit":100} or {"partition":"eu","id":"x"}.
+// partition defaults like a push's; from defaults to 0 and limit to
+// protocol.DefaultPeekLimit; id takes neither from nor limit. The Queue of
+// the result is left for the caller.
+func DecodePeek(body []byte) (domain.PeekParams, error) {
+	var req protocol.PeekRequest
+	if err := decodeObject(body, &req); err != nil {
+		return domain.PeekParams{}, err
+	}
+	pm, err := checkMessage(req.Partition, req.ID, "partition", "id")
+	if err != nil {
+		return domain.PeekParams{}, err
+	}
+	out := domain.PeekParams{Partition: pm.Partition, ID: pm.ID, Limit: protocol.DefaultPeekLimit}
+	if req.ID != "" {
+		if req.From != nil || req.Limit != nil {
+			return domain.PeekParams{}, badRequest("id: takes no from or limit")
+		}
+		out.Limit = 1
+		return out, nil
+	}
+	if req.From != nil {
+		if *req.From < 0 {
+			return domain.PeekParams{}, badRequest("from: %d is negative; offsets start at 0", *req.From)
+		}
+		out.From = *req.From
+	}
+	if req.Limit != nil {
+		if err := checkRange("limit", int64(*req.Limit), 1, protocol.MaxPeekLimit); err != nil {
+			return domain.PeekParams{}, err
+		}
+		out.Limit = *req.Limit
+	}
+	return out, nil
+}

@@ -1,7 +1,9 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -306,4 +308,66 @@ func TestErrorBody(t *testing.T) {
 	require.NoError(t, json.Unmarshal(ErrorBody(413, "too big: <5>", 0), &body))
 	require.Equal(t, protocol.ErrorBody{Code: 413, Message: "too big: <5>"}, body.Error)
 	require.Equal(t, `{"error":{"code":429,"message":"slow down","retry_after_ms":250}}`, string(ErrorBody(429, "slow down", 250)))
+}
+
+func TestDecodePeek(t *testing.T) {
+	t.Parallel()
+	p, err := DecodePeek(nil)
+	require.NoError(t, err)
+	require.Equal(t, domain.PeekParams{Partition: "default", Limit: 100}, p)
+	p, err = DecodePeek([]byte(`{"partition":"eu","from":7,"limit":1000}`))
+	require.NoError(t, err)
+	require.Equal(t, domain.PeekParams{Partition: "eu", From: 7, Limit: 1000}, p)
+	p, err = DecodePeek([]byte(`{"partition":"eu","id":"order-8"}`))
+	require.NoError(t, err)
+	require.Equal(t, domain.PeekParams{Partition: "eu", ID: "order-8", Limit: 1}, p)
+
+	for body, want := range map[string]string{
+		`{"from":-1}`:            "from: -1 is negative",
+		`{"from":"0"}`:           "from: expected an integer, got string",
+		`{"limit":0}`:            "limit: 0 is out of range 1..1000",
+		`{"limit":1001}`:         "limit: 1001 is out of range 1..1000",
+		`{"id":"x","from":0}`:    "id: takes no from or limit",
+		`{"id":"x","limit":5}`:   "id: takes no from or limit",
+		`{"partition":"\u0001"}`: "partition: control character",
+		`{"id":"\ud800"}`:        "id:",
+		`{"group":"g"}`:          `unknown field "group"`,
+		`[]`:                     "",
+	} {
+		_, err := DecodePeek([]byte(body))
+		we, ok := protocol.AsError(err)
+		require.True(t, ok, "%s: %v", body, err)
+		require.Equal(t, 400, we.Code, body)
+		require.Contains(t, we.Message, want, body)
+	}
+}
+
+func TestPeekReplyTrims(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	page := domain.PeekPage{Next: -1}
+	for i := range 10 {
+		page.Messages = append(page.Messages, domain.Message{Partition: "eu", Offset: int64(i), ID: fmt.Sprint("m", i),
+			CreatedAt: at, Data: bytes.Repeat([]byte{0xff}, 100), Encoding: domain.EncodingBinary})
+	}
+	full, n := PeekReply(page, 0)
+	require.Equal(t, 10, n)
+	var rep protocol.PeekReply
+	require.NoError(t, json.Unmarshal(full, &rep))
+	require.Len(t, rep.Messages, 10)
+	require.Nil(t, rep.Next)
+	require.Equal(t, "m3", rep.Messages[3].ID)
+	require.NotNil(t, rep.Messages[3].DataB64)
+
+	// Cut to fit: next is the first offset left out.
+	limit := len(full) / 2
+	part, n := PeekReply(page, limit)
+	require.LessOrEqual(t, len(part), limit)
+	require.Greater(t, n, 0)
+	require.Less(t, n, 10)
+	rep = protocol.PeekReply{}
+	require.NoError(t, json.Unmarshal(part, &rep))
+	require.Len(t, rep.Messages, n)
+	require.NotNil(t, rep.Next)
+	require.Equal(t, int64(n), *rep.Next)
 }

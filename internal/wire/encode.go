@@ -464,3 +464,58 @@ func stringLen(s string) int {
 	}
 	return n
 }
+
+// PeekReply returns a peek reply, protocol.PeekReply:
+// {"messages":[…],"next":<offset or null>}, holding as many of page's
+// messages, in order, as fit in limit bytes (no limit when limit <= 0), and
+// how many that is. When it leaves some out, next becomes the offset of the
+// first one left out, so that paging on next misses nothing.
+func PeekReply(page domain.PeekPage, limit int) ([]byte, int) {
+	size := 32
+	for i := range page.Messages {
+		size += messageSize(&page.Messages[i])
+	}
+	if limit > 0 && size > limit {
+		size = limit
+	}
+	const reserve = 40 // the closing `],"next":<int64>}`
+	b := make([]byte, 0, size)
+	b = append(b, `{"messages":[`...)
+	n := 0
+	for i := range page.Messages {
+		m := &page.Messages[i]
+		mark := len(b)
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"partition":`...)
+		b = AppendString(b, m.Partition)
+		b = append(b, `,"offset":`...)
+		b = strconv.AppendInt(b, m.Offset, 10)
+		if m.ID != "" {
+			b = append(b, `,"id":`...)
+			b = AppendString(b, m.ID)
+		}
+		b = append(b, `,"created_at":`...)
+		b = AppendTime(b, m.CreatedAt)
+		b = append(b, ',')
+		b = AppendData(b, m.Data, m.Encoding)
+		b = append(b, '}')
+		if limit > 0 && len(b)+reserve > limit {
+			b = b[:mark]
+			break
+		}
+		n++
+	}
+	next := page.Next
+	if n < len(page.Messages) {
+		next = page.Messages[n].Offset
+	}
+	b = append(b, `],"next":`...)
+	if next < 0 {
+		b = append(b, "null"...)
+	} else {
+		b = strconv.AppendInt(b, next, 10)
+	}
+	return append(b, '}'), n
+}

@@ -313,3 +313,28 @@ func FuzzDecodeGroups(f *testing.F) {
 		}
 	})
 }
+
+func FuzzDecodePeek(f *testing.F) {
+	for _, s := range wiretest.Bodies[protocol.VerbPeek] {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		p, err := DecodePeek(body)
+		if err != nil {
+			we, ok := protocol.AsError(err)
+			require.True(t, ok, "%v", err)
+			require.Equal(t, 400, we.Code)
+			return
+		}
+		// Whatever decodes names a partition a push accepts and a bounded page.
+		require.NoError(t, protocol.ValidateText("partition", p.Partition, protocol.MaxNameBytes))
+		if p.ID != "" {
+			require.NoError(t, protocol.ValidateText("id", p.ID, protocol.MaxIDBytes))
+			require.Equal(t, 1, p.Limit)
+			require.Zero(t, p.From)
+		}
+		require.GreaterOrEqual(t, p.From, int64(0))
+		require.GreaterOrEqual(t, p.Limit, 1)
+		require.LessOrEqual(t, p.Limit, protocol.MaxPeekLimit)
+	})
+}

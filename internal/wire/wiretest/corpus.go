@@ -39,4 +39,7 @@ var Bodies = map[string][]string{
 		`{"group":"\ud800\u0041","to":"end"}`},
 	protocol.VerbGroups: {``, `{}`, `{"delete":"billing"}`, `{"delete":""}`, `{"delete":null}`, `{"delete":7}`,
 		`{"delete":"a b"}`, "{\"delete\":\"g\xff\"}", `{"group":"g"}`, `[]`, `{"delete":"` + strings.Repeat("g", 300) + `"}`},
+	protocol.VerbPeek: {``, `{}`, `{"partition":"eu","from":0,"limit":100}`, `{"partition":"eu","id":"order-8"}`, `{"from":-1}`,
+		`{"limit":0}`, `{"limit":1001}`, `{"id":"x","from":3}`, `{"from":"0"}`, `{"group":"g"}`, "{\"partition\":\"\xff\"}",
+		`{"id":"\udc00"}`, `{"from":9223372036854775807,"limit":1000}`},
 }
