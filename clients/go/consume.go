@@ -15,6 +15,9 @@ import (
 const (
 	DefaultAckInflight = 256
 	DefaultConsumeWait = 5 * time.Second
+	// DefaultRenewEvery is ConsumeOptions.RenewEvery without a Lease: a
+	// third of the protocol's default lease (30 s).
+	DefaultRenewEvery = 10 * time.Second
 )
 
 // Handler processes one batch of deliveries. Returning nil completes the
@@ -34,8 +37,14 @@ type ConsumeOptions struct {
 	// Wait is each pop's long-poll time; 0 means DefaultConsumeWait.
 	Wait time.Duration
 	// Lease overrides the queue's lease time. A batch must be handled and
-	// acked within it, or it is delivered again.
+	// acked within it, or it is delivered again, unless Consume renews it.
 	Lease time.Duration
+	// RenewEvery is how often Consume renews the leases of a batch while
+	// its handler runs, so that a handler slower than the lease keeps its
+	// messages; 0 means a third of Lease when set, else
+	// DefaultRenewEvery (a third of the default lease_ms); negative never
+	// renews. A lease is never renewed once its batch is settled.
+	RenewEvery time.Duration
 	// From says where the group starts on a partition it never read.
 	From string
 	// AckInflight caps the acks sent and not yet answered; 0 means
@@ -76,6 +85,10 @@ type ConsumeStats struct {
 	HandlerErrors atomic.Int64
 	// PopErrors counts pops that failed and were retried.
 	PopErrors atomic.Int64
+	// Renewed counts lease renewals accepted while handlers ran;
+	// RenewErrors those that failed or were refused.
+	Renewed     atomic.Int64
+	RenewErrors atomic.Int64
 }
 
 // ErrDrainTimeout is returned by Consume when acks were still in flight
@@ -95,6 +108,10 @@ var ErrDrainTimeout = errors.New("acks still in flight when consume stopped")
 // no attempt. Acks are sent asynchronously, at most AckInflight at a time,
 // so the next pop overlaps them; a failed ack is counted and reported to
 // OnAckError, never fatal.
+//
+// While the handler runs, Consume renews the batch's leases every
+// RenewEvery, so that a slow handler keeps its messages; it stops renewing
+// before it acks, so a settled lease is never renewed.
 //
 // Pop errors are retried with a backoff, except ErrBadRequest, which stops
 // Consume and is returned. When ctx is cancelled Consume stops popping,
@@ -123,6 +140,12 @@ func (c *Client) Consume(ctx context.Context, queue string, opts ConsumeOptions,
 	}
 	if opts.Stats == nil {
 		opts.Stats = &ConsumeStats{}
+	}
+	if opts.RenewEvery == 0 {
+		opts.RenewEvery = DefaultRenewEvery
+		if opts.Lease > 0 {
+			opts.RenewEvery = opts.Lease / 3
+		}
 	}
 	cs := &consumer{
 		c:       c,
@@ -229,7 +252,10 @@ func (cs *consumer) loop(ctx context.Context) error {
 			return nil
 		}
 		cs.opts.Stats.Popped.Add(int64(len(batch)))
-		if herr := cs.handler(ctx, batch); herr != nil {
+		stopRenew := cs.renewWhileHandled(batch)
+		herr := cs.handler(ctx, batch)
+		stopRenew() // before any ack: a settled lease is never renewed
+		if herr != nil {
 			cs.opts.Stats.HandlerErrors.Add(1)
 			status := AckFailed
 			if ctx.Err() != nil {
@@ -241,6 +267,58 @@ func (cs *consumer) loop(ctx context.Context) error {
 		cs.settle(batch, AckCompleted)
 	}
 	return nil
+}
+
+// renewWhileHandled renews the leases of batch every RenewEvery until the
+// returned stop is called, and stop returns only once no renewal is in
+// flight, so that an ack sent after it never races a renewal.
+func (cs *consumer) renewWhileHandled(batch []Delivery) (stop func()) {
+	if cs.opts.RenewEvery < 0 {
+		return func() {}
+	}
+	var leases []string
+	seen := map[string]bool{}
+	for _, d := range batch {
+		if d.Lease != "" && !seen[d.Lease] {
+			seen[d.Lease] = true
+			leases = append(leases, d.Lease)
+		}
+	}
+	if len(leases) == 0 {
+		return func() {}
+	}
+	quit := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(cs.opts.RenewEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+			}
+			res, err := cs.c.Renew(cs.ackCtx, cs.queue, leases, cs.opts.Lease)
+			for i := range res {
+				if !res[i].OK {
+					err = fmt.Errorf("comb: renew %s lease %s: %s", cs.queue, res[i].Lease, res[i].Error)
+				}
+			}
+			if err != nil {
+				cs.opts.Stats.RenewErrors.Add(1)
+				if cs.opts.OnAckError != nil {
+					cs.opts.OnAckError(err)
+				}
+				continue
+			}
+			cs.opts.Stats.Renewed.Add(1)
+		}
+	}()
+	return func() {
+		close(quit)
+		<-done
+	}
 }
 
 // settle sends one ack per (partition, lease) of batch, asynchronously:

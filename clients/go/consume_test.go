@@ -393,3 +393,58 @@ func TestConsumeDrainsAcksOnCancel(t *testing.T) {
 	require.Zero(t, stats.Acked.Load())
 	require.Less(t, took, time.Second, "the wait for acks is bounded")
 }
+
+// A handler slower than the lease keeps its batch: Consume renews the
+// leases while it runs, so another consumer of the group gets nothing
+// meanwhile and the batch's ack is accepted. With renewal off, the same
+// handler loses its batch to the other consumer when the lease expires.
+func TestConsumeRenewsLeasesOfASlowHandler(t *testing.T) {
+	t.Parallel()
+	for _, renew := range []bool{true, false} {
+		t.Run(fmt.Sprint("renew=", renew), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			queue := fmt.Sprint("slowhandler-", renew)
+			_, err := b.client.Configure(b.ctx, queue, comb.ConfigPatch{LeaseMS: comb.Int64(600)})
+			require.NoError(t, err)
+			pushNumbered(t, b, queue, []string{"eu"}, 3)
+
+			every := 150 * time.Millisecond
+			if !renew {
+				every = -1
+			}
+			stats := &comb.ConsumeStats{}
+			handling := make(chan struct{})
+			release := make(chan struct{})
+			var calls atomic.Int32
+			stop := runConsume(t, b, b.client, queue, comb.ConsumeOptions{
+				Wait: 100 * time.Millisecond, RenewEvery: every, Stats: stats,
+			}, func(ctx context.Context, batch []comb.Delivery) error {
+				if calls.Add(1) == 1 {
+					close(handling)
+					<-release // slower than the lease, several times over
+				}
+				return nil
+			})
+			waitFor(t, handling, 10*time.Second, "the handler")
+			// Past the lease twice over: another consumer of the group pops.
+			time.Sleep(1500 * time.Millisecond)
+			other, err := b.client.Pop(b.ctx, queue, comb.PopOptions{Max: 10})
+			require.NoError(t, err)
+			close(release)
+			require.NoError(t, stop())
+
+			if renew {
+				require.Empty(t, other, "the renewed lease still holds the batch")
+				require.Positive(t, stats.Renewed.Load())
+				require.Zero(t, stats.RenewErrors.Load())
+				require.Zero(t, stats.AckErrors.Load())
+				require.Equal(t, int64(3), stats.Acked.Load())
+			} else {
+				require.Len(t, other, 3, "without renewal the lease expired")
+				require.Zero(t, stats.Renewed.Load())
+				require.Equal(t, int64(1), stats.AckErrors.Load(), "the late ack is refused")
+			}
+		})
+	}
+}
