@@ -81,14 +81,9 @@ func TestBrokerKilledMidLoad(t *testing.T) {
 	_, err = c.Configure(ctx, queue, comb.ConfigPatch{LeaseMS: comb.Int64(leaseMS), DedupWindowS: comb.Int64(600)})
 	require.NoError(t, err)
 
-	type answer struct {
-		partition string
-		offset    int64
-		status    string
-	}
 	var (
 		mu         sync.Mutex
-		answers    = map[string][]answer{} // producer id -> every answer its pushes got
+		answers    = map[string][]pushAnswer{} // producer id -> every answer its pushes got
 		delivered  = map[string]map[int64]bool{}
 		maxAttempt = map[string]int{}
 		answered   atomic.Int64 // messages whose push was answered
@@ -119,7 +114,7 @@ func TestBrokerKilledMidLoad(t *testing.T) {
 				}
 				mu.Lock()
 				for j, r := range res {
-					answers[msgs[j].ID] = append(answers[msgs[j].ID], answer{r.Partition, r.Offset, r.Status})
+					answers[msgs[j].ID] = append(answers[msgs[j].ID], pushAnswer{r.Partition, r.Offset, r.Status})
 				}
 				mu.Unlock()
 				answered.Add(int64(len(res)))
@@ -192,7 +187,7 @@ func TestBrokerKilledMidLoad(t *testing.T) {
 	require.NoError(t, err)
 	mu.Lock()
 	for j, r := range res {
-		answers[again[j].ID] = append(answers[again[j].ID], answer{r.Partition, r.Offset, r.Status})
+		answers[again[j].ID] = append(answers[again[j].ID], pushAnswer{r.Partition, r.Offset, r.Status})
 	}
 	mu.Unlock()
 	for j, r := range res { // checked outside mu: a failure waits for the consumer, which takes it
@@ -222,20 +217,8 @@ func TestBrokerKilledMidLoad(t *testing.T) {
 	// Dedup held across the kill: every attempt at an id was answered with
 	// the same partition and offset, and no two ids share an offset.
 	require.Len(t, answers, total, "every push was retried until answered")
-	duplicates := 0
-	owner := map[string]string{} // "partition/offset" -> id
+	duplicates := requireStoredOnce(t, answers)
 	for id, as := range answers {
-		for _, a := range as {
-			require.Contains(t, []string{comb.StatusStored, comb.StatusDuplicate}, a.status, id)
-			require.Equal(t, as[0].partition, a.partition, id)
-			require.Equal(t, as[0].offset, a.offset, "id %s stored twice", id)
-			if a.status == comb.StatusDuplicate {
-				duplicates++
-			}
-		}
-		key := as[0].partition + "/" + strconv.FormatInt(as[0].offset, 10)
-		require.Empty(t, owner[key], "offset %s given to %s and %s", key, owner[key], id)
-		owner[key] = id
 		require.Equal(t, map[int64]bool{as[0].offset: true}, delivered[id], "id %s delivered at other offsets", id)
 	}
 	require.Len(t, delivered, total, "nothing but the pushed ids was delivered")

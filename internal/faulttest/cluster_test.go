@@ -79,19 +79,14 @@ func TestClusterKillAndRollingRestart(t *testing.T) {
 	_, err := admin.Configure(ctx, queue, comb.ConfigPatch{LeaseMS: comb.Int64(leaseMS), DedupWindowS: comb.Int64(600)})
 	require.NoError(t, err)
 
-	type answer struct {
-		partition string
-		offset    int64
-		status    string
-	}
 	type delivery struct {
 		offset  int64
 		attempt int
 	}
 	var (
 		mu        sync.Mutex
-		answers   = map[string][]answer{}   // id -> every answer its pushes got
-		delivered = map[string][]delivery{} // id -> every delivery of it
+		answers   = map[string][]pushAnswer{} // id -> every answer its pushes got
+		delivered = map[string][]delivery{}   // id -> every delivery of it
 		// firstSeen is, per partition, the ids in the order of their first
 		// delivery.
 		firstSeen = map[string][]string{}
@@ -128,7 +123,7 @@ func TestClusterKillAndRollingRestart(t *testing.T) {
 				now := time.Now()
 				mu.Lock()
 				for j, r := range res {
-					answers[msgs[j].ID] = append(answers[msgs[j].ID], answer{r.Partition, r.Offset, r.Status})
+					answers[msgs[j].ID] = append(answers[msgs[j].ID], pushAnswer{r.Partition, r.Offset, r.Status})
 				}
 				pushedAt[p] = append(pushedAt[p], now)
 				sent[p] = i + 1
@@ -276,21 +271,7 @@ func TestClusterKillAndRollingRestart(t *testing.T) {
 
 	// Stored once: every answer of an id names one partition and offset,
 	// and no two ids share one.
-	dupAnswers := 0
-	owner := map[string]string{}
-	for id, as := range answers {
-		for _, a := range as {
-			require.Contains(t, []string{comb.StatusStored, comb.StatusDuplicate}, a.status, id)
-			require.Equal(t, as[0].partition, a.partition, id)
-			require.Equal(t, as[0].offset, a.offset, "id %s stored twice", id)
-			if a.status == comb.StatusDuplicate {
-				dupAnswers++
-			}
-		}
-		key := as[0].partition + "/" + strconv.FormatInt(as[0].offset, 10)
-		require.Empty(t, owner[key], "offset %s given to %s and %s", key, owner[key], id)
-		owner[key] = id
-	}
+	dupAnswers := requireStoredOnce(t, answers)
 
 	// Delivered: every id, at its offset; a second delivery is a
 	// redelivery, with a higher attempt.

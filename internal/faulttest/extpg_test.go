@@ -63,13 +63,6 @@ func TestExternalPostgresDownAndBack(t *testing.T) {
 	require.NoError(t, err)
 	load := newIDLoad(c, "ext")
 	load.start(ctx, t)
-	defer func() {
-		select {
-		case <-load.stop:
-		default:
-			load.halt()
-		}
-	}()
 	waitFor(t, 20*time.Second, "pushes before the stop", func() bool { return load.okCount() >= 50 })
 
 	// Down under load: 503s, and /readyz says so.

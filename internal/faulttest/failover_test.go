@@ -66,13 +66,6 @@ func TestFailoverToPromotedStandby(t *testing.T) {
 	require.NoError(t, err)
 	load := newIDLoad(c, "fo")
 	load.start(ctx, t)
-	defer func() {
-		select {
-		case <-load.stop:
-		default:
-			load.halt()
-		}
-	}()
 	waitFor(t, 20*time.Second, "pushes before the failover", func() bool { return load.okCount() >= 100 })
 
 	require.NoError(t, primary.Kill())

@@ -37,19 +37,43 @@ type idLoad struct {
 	partitions int
 	pause      time.Duration // between one producer's pushes, to spare the CPU
 
-	mu      sync.Mutex
-	answers map[string][]pushAnswer // id -> the answer of every attempt that got one
-	oks     []time.Time             // when each push request was answered
-	n503    atomic.Int64            // attempts answered 503
-	nLost   atomic.Int64            // attempts without an answer (timeout, no responders)
-	stop    chan struct{}
-	done    chan struct{}
+	mu       sync.Mutex
+	answers  map[string][]pushAnswer // id -> the answer of every attempt that got one
+	oks      []time.Time             // when each push request was answered
+	n503     atomic.Int64            // attempts answered 503
+	nLost    atomic.Int64            // attempts without an answer (timeout, no responders)
+	stop     chan struct{}
+	done     chan struct{}
+	haltOnce sync.Once
 }
 
 type pushAnswer struct {
 	partition string
 	offset    int64
 	status    string
+}
+
+// requireStoredOnce checks answers (producer id -> every answer its pushes
+// got): every answer of an id is stored or duplicate and names one
+// partition and offset, and no two ids share one. It returns how many
+// answers were duplicates.
+func requireStoredOnce(t *testing.T, answers map[string][]pushAnswer) (duplicates int) {
+	t.Helper()
+	owner := map[string]string{} // "partition/offset" -> id
+	for id, as := range answers {
+		for _, a := range as {
+			require.Contains(t, []string{comb.StatusStored, comb.StatusDuplicate}, a.status, id)
+			require.Equal(t, as[0].partition, a.partition, id)
+			require.Equal(t, as[0].offset, a.offset, "id %s stored twice", id)
+			if a.status == comb.StatusDuplicate {
+				duplicates++
+			}
+		}
+		key := as[0].partition + "/" + strconv.FormatInt(as[0].offset, 10)
+		require.Empty(t, owner[key], "offset %s given to %s and %s", key, owner[key], id)
+		owner[key] = id
+	}
+	return duplicates
 }
 
 func newIDLoad(c *comb.Client, queue string) *idLoad {
@@ -60,6 +84,7 @@ func newIDLoad(c *comb.Client, queue string) *idLoad {
 // start runs the producers until halt. A producer that gets an error
 // other than 503 or no answer reports it through t and stops.
 func (l *idLoad) start(ctx context.Context, t *testing.T) {
+	t.Cleanup(l.halt) // producers never outlive the test, whatever fails
 	var wg sync.WaitGroup
 	for p := range l.producers {
 		wg.Go(func() {
@@ -120,8 +145,9 @@ func (l *idLoad) push(ctx context.Context, msgs []comb.Message) ([]comb.PushResu
 
 // halt stops the producers after the pushes they are in and waits for
 // them.
+// halt stops the producers and waits for them; it is safe to call twice.
 func (l *idLoad) halt() {
-	close(l.stop)
+	l.haltOnce.Do(func() { close(l.stop) })
 	<-l.done
 }
 
