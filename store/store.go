@@ -32,6 +32,11 @@ var migrationFS embed.FS
 const (
 	DefaultMaxConns      = 16
 	DefaultQueueCacheTTL = 2 * time.Second
+	// DefaultConnectTimeout bounds opening one connection when the URL
+	// has no connect_timeout: a PostgreSQL host that vanished, or a port
+	// another server took, fails a store call in seconds instead of
+	// holding it for the bridge's whole request_timeout.
+	DefaultConnectTimeout = 5 * time.Second
 )
 
 // Options tune a Store. The zero value is usable.
@@ -97,6 +102,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		cfg.MaxConns = DefaultMaxConns
 	}
 	cfg.MinConns = 2
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
+	}
 	// A push reply means durable: never inherit a server-wide
 	// synchronous_commit = off.
 	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "on"

@@ -1,0 +1,49 @@
+package store_test
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/combmq/comb/domain"
+	"github.com/combmq/comb/store"
+)
+
+// TestConnectTimeoutDefault: a URL without connect_timeout still gives up
+// on a server that accepts the connection and never answers (a port some
+// other program took) after store.DefaultConnectTimeout, with
+// ErrUnavailable, well before the caller's own deadline.
+func TestConnectTimeoutDefault(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	go func() {
+		var held []net.Conn // accepted and never answered
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	st, err := store.Open(ctx, "postgres://comb:x@"+l.Addr().String()+"/comb?sslmode=disable", store.Options{})
+	require.NoError(t, err)
+	defer st.Close()
+	began := time.Now()
+	err = st.Ping(ctx)
+	took := time.Since(began)
+	require.ErrorIs(t, err, domain.ErrUnavailable)
+	require.GreaterOrEqual(t, took, store.DefaultConnectTimeout)
+	require.Less(t, took, 4*store.DefaultConnectTimeout, "the caller's 60 s deadline did not bound it")
+}
