@@ -49,11 +49,17 @@ func (r *runner) printConfig() {
 	r.out.printf("%s", b.String())
 }
 
-// printInterval prints one interval line: what happened during it.
+// printInterval prints one interval line: what happened during it. A line
+// spans -interval, or a little more; one that spans less, the last of a
+// run, says its span.
 func (r *runner) printInterval(row *intervalRow) {
 	c := &row.Counts
-	line := fmt.Sprintf("[%6.0fs] offered %d pushed %d popped %d acked %d | failed push %d pop %d ack %d | shed %d | %s in %s out msg/s | e2e p50 %s p99 %s p99.9 %s | ack rtt %s\n",
-		row.At, c.Offered, c.Pushed, c.Popped, c.Acked, c.PushFailed, c.PopFailed, c.AckFailed, c.Shed,
+	span := ""
+	if row.Secs < r.cfg.Interval.Seconds() {
+		span = fmt.Sprintf(" last %.1fs:", row.Secs)
+	}
+	line := fmt.Sprintf("[%6.0fs]%s offered %d pushed %d popped %d acked %d | failed push %d pop %d ack %d | shed %d | %s in %s out msg/s | e2e p50 %s p99 %s p99.9 %s | ack rtt %s\n",
+		row.At, span, c.Offered, c.Pushed, c.Popped, c.Acked, c.PushFailed, c.PopFailed, c.AckFailed, c.Shed,
 		rate(float64(c.Pushed)/row.Secs), rate(float64(c.Popped)/row.Secs),
 		msStr(row.Latency.P50, row.Latency.Count), msStr(row.Latency.P99, row.Latency.Count), msStr(row.Latency.P999, row.Latency.Count),
 		msStr(ms(c.ackRTT()), c.AckTimed))

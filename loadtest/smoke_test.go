@@ -3,10 +3,12 @@ package loadtest_test
 import (
 	"bytes"
 	"context"
+	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -102,6 +104,27 @@ func smoke(t *testing.T, client loadtest.Client, duration time.Duration, rate in
 		_, err := os.Stat(filepath.Join(cfg.OutDir, f))
 		require.NoError(t, err, f)
 	}
+	// Every interval row spans the time since the previous one, at least
+	// the interval but the last, which may be shorter.
+	ivs, err := os.ReadFile(filepath.Join(cfg.OutDir, "intervals.csv"))
+	require.NoError(t, err)
+	recs, err := csv.NewReader(bytes.NewReader(ivs)).ReadAll()
+	require.NoError(t, err)
+	require.Equal(t, []string{"elapsed_s", "seconds"}, recs[0][:2])
+	require.Greater(t, len(recs), 1, "no interval row")
+	prev := 0.0
+	for i, rec := range recs[1:] {
+		at, err := strconv.ParseFloat(rec[0], 64)
+		require.NoError(t, err)
+		secs, err := strconv.ParseFloat(rec[1], 64)
+		require.NoError(t, err)
+		require.InDelta(t, at-prev, secs, 0.002, "row %d: span and elapsed time disagree", i)
+		if i < len(recs)-2 {
+			require.GreaterOrEqual(t, secs, cfg.Interval.Seconds(), "row %d: an interval cut short", i)
+		}
+		prev = at
+	}
+
 	var back loadtest.Result
 	b, err := os.ReadFile(filepath.Join(cfg.OutDir, "summary.json"))
 	require.NoError(t, err)

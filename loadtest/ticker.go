@@ -25,24 +25,46 @@ type sample struct {
 
 // intervalRow is one interval line.
 type intervalRow struct {
-	At      float64
-	Secs    float64
+	At      float64 // seconds since the producers started, at the line
+	Secs    float64 // the interval's span as measured: since the previous line
 	Counts  Counts
 	Latency Percentiles
 }
 
-// ticker drives the 1 Hz sampling and the interval lines. It owns the
-// interval and total histograms and the rows kept for the report.
+// clock is the ticker's time: the real one but in tests.
+type clock interface {
+	now() time.Time
+	// timer returns a channel that receives once d has passed, and a
+	// function that stops it.
+	timer(d time.Duration) (<-chan time.Time, func())
+}
+
+type realClock struct{}
+
+func (realClock) now() time.Time { return time.Now() }
+
+func (realClock) timer(d time.Duration) (<-chan time.Time, func()) {
+	t := time.NewTimer(d)
+	return t.C, func() { t.Stop() }
+}
+
+// ticker drives the 1 Hz sampling and the interval lines, each on its own
+// schedule: a sample on every second of the run, a line once Interval has
+// passed since the previous one (the run's start for the first), so that a
+// line's span is never shorter than Interval and is what it says. It owns
+// the histograms and the rows kept for the report.
 type ticker struct {
 	r     *runner
 	smp   *sampler
+	clk   clock
 	start time.Time
 	dir   string
 
 	total    *hdrhistogram.Histogram
-	interval *hdrhistogram.Histogram
-	prev     Counts // at the last second
-	ivStart  Counts // at the last interval line
+	second   *hdrhistogram.Histogram // since the last sample
+	interval *hdrhistogram.Histogram // since the last interval line
+	prev     Counts                  // at the last sample
+	ivStart  Counts                  // at the last interval line
 	ivAt     time.Time
 	samples  []sample
 	rows     []intervalRow
@@ -55,9 +77,13 @@ type ticker struct {
 }
 
 func newTicker(r *runner, smp *sampler, start time.Time, dir string) *ticker {
+	return newTickerClock(r, smp, realClock{}, start, dir)
+}
+
+func newTickerClock(r *runner, smp *sampler, clk clock, start time.Time, dir string) *ticker {
 	t := &ticker{
-		r: r, smp: smp, start: start, dir: dir,
-		total: newHistogram(), interval: newHistogram(),
+		r: r, smp: smp, clk: clk, start: start, dir: dir,
+		total: newHistogram(), second: newHistogram(), interval: newHistogram(),
 		ivAt: start, quit: make(chan struct{}),
 	}
 	if dir != "" {
@@ -69,54 +95,79 @@ func newTicker(r *runner, smp *sampler, start time.Time, dir string) *ticker {
 
 func (t *ticker) stop() { t.stopOnce.Do(func() { close(t.quit) }) }
 
-// loop ticks every second, on the second of the run, until stop; the last
-// tick, partial, is taken at stop so no delivery goes unrecorded.
+// loop samples on every second of the run and prints a line whenever
+// Interval has passed since the previous one, until stop; the last sample,
+// partial, is taken at stop so no delivery goes unrecorded, and so is a
+// last, shorter line when at least half a second has passed since the
+// previous one. Times are the clock's, monotonic for the real one, and a
+// line is due by its own time, not by a count of samples.
 func (t *ticker) loop() {
 	defer func() {
 		t.samplesCSV.close()
 		t.intervalsCSV.close()
 	}()
 	interval := t.r.cfg.Interval
-	for n := 1; ; n++ {
-		timer := time.NewTimer(time.Until(t.start.Add(time.Duration(n) * time.Second)))
+	nextSample := t.start.Add(time.Second)
+	for {
+		nextLine := t.ivAt.Add(interval)
+		wake := nextSample
+		if nextLine.Before(wake) {
+			wake = nextLine
+		}
+		c, stopTimer := t.clk.timer(wake.Sub(t.clk.now()))
 		select {
 		case <-t.quit:
-			timer.Stop()
-			t.tick(true)
-			return
-		case now := <-timer.C:
-			t.tick(false)
-			if now.Sub(t.ivAt) >= interval-interval/10 {
+			stopTimer()
+			now := t.clk.now()
+			t.tick(now)
+			if now.Sub(t.ivAt) >= time.Second/2 {
 				t.line(now)
 			}
+			return
+		case <-c:
+		}
+		// Either may be due, or both; neither before its time.
+		now := t.clk.now()
+		if !now.Before(nextSample) {
+			t.tick(now)
+			nextSample = nextSample.Add(time.Second)
+		}
+		if !now.Before(nextLine) {
+			t.line(now)
 		}
 	}
 }
 
-// tick takes one sample.
-func (t *ticker) tick(last bool) {
-	now := time.Now()
+// collect moves the latencies recorded since the last collect into the
+// run's, the second's and the interval's histograms.
+func (t *ticker) collect() {
 	h := t.r.lat.swap()
 	t.total.Merge(h)
+	t.second.Merge(h)
 	t.interval.Merge(h)
+}
+
+// tick takes one sample, at now.
+func (t *ticker) tick(now time.Time) {
+	t.collect()
 	cur := t.r.c.snapshot()
 	s := sample{
 		At:      now.Sub(t.start).Seconds(),
 		Counts:  cur.sub(t.prev),
-		Latency: percentiles(h),
+		Latency: percentiles(t.second),
 		Res:     t.smp.sample(),
 	}
+	t.second.Reset()
 	t.prev = cur
 	t.samples = append(t.samples, s)
 	t.samplesCSV.write(s.csv())
-	if last && now.Sub(t.ivAt) >= time.Second/2 {
-		t.line(now)
-	}
 }
 
-// line prints and records one interval line.
+// line prints and records one interval line, at now: the figures since the
+// previous line, over the time since it.
 func (t *ticker) line(now time.Time) {
-	cur := t.prev
+	t.collect()
+	cur := t.r.c.snapshot()
 	row := intervalRow{
 		At:      now.Sub(t.start).Seconds(),
 		Secs:    now.Sub(t.ivAt).Seconds(),
