@@ -72,7 +72,8 @@ func (s *Store) Sweep(ctx context.Context) (SweepStats, error) {
 			return st, fmt.Errorf("sweep %q: %w", q.ref(), classify(err))
 		}
 	}
-	return st, nil
+	st.Slots, err = s.maintainSlotsIfDue(ctx)
+	return st, err
 }
 
 func (s *Store) sweepQueue(ctx context.Context, q queueRow, st *SweepStats) error {
@@ -148,9 +149,10 @@ func (s *Store) RunSweeper(ctx context.Context, interval time.Duration) {
 			return
 		case err != nil:
 			s.log.Warn("retention sweep failed", "err", err)
-		case st.Segments > 0 || st.DedupIDs > 0:
+		case st.Segments > 0 || st.DedupIDs > 0 || st.Slots != (SlotStats{}):
 			s.log.Debug("retention sweep", "segments", st.Segments, "messages", st.Messages,
-				"bytes", st.Bytes, "dedup_ids", st.DedupIDs)
+				"bytes", st.Bytes, "dedup_ids", st.DedupIDs, "slots_truncated", st.Slots.Truncated,
+				"segments_moved", st.Slots.Moved)
 		}
 		if err == nil && st.More {
 			continue

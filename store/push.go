@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 
@@ -39,6 +40,7 @@ type pushPlan struct {
 	segs   map[int64]*segmentBuf
 	pids   []int64         // every partition touched, sorted
 	queue  map[int64]int64 // queue id by partition id
+	hot    map[int64]bool  // partitions whose segments go into the ring (slots.go)
 	dedup  bool            // some message is subject to deduplication
 }
 
@@ -124,7 +126,7 @@ func failAll(n int, err error) []domain.PushOutcome {
 // the queue's size checks: the messages were accepted already (spooled),
 // and a limit must not lose them.
 func (s *Store) plan(ctx context.Context, reqs []domain.PushParams, accepted bool) (*pushPlan, error) {
-	p := &pushPlan{reqs: reqs, outs: make([]domain.PushOutcome, len(reqs)), queues: make([]queueRow, len(reqs)), places: make([][]msgPlace, len(reqs)), segs: map[int64]*segmentBuf{}, queue: map[int64]int64{}}
+	p := &pushPlan{reqs: reqs, outs: make([]domain.PushOutcome, len(reqs)), queues: make([]queueRow, len(reqs)), places: make([][]msgPlace, len(reqs)), segs: map[int64]*segmentBuf{}, queue: map[int64]int64{}, hot: map[int64]bool{}}
 	limited := map[int64]bool{}
 	for i, r := range reqs {
 		out := &p.outs[i]
@@ -184,6 +186,7 @@ func (s *Store) plan(ctx context.Context, reqs []domain.PushParams, accepted boo
 				set[pl.pid] = true
 				p.pids = append(p.pids, pl.pid)
 				p.queue[pl.pid] = p.queues[i].ID
+				p.hot[pl.pid] = hotConfig(p.queues[i].Config)
 			}
 		}
 	}
@@ -270,7 +273,7 @@ func (p *pushPlan) buildSegments() {
 
 // segmentArrays returns the segments as the arrays the SQL unnests, in
 // partition id order.
-func (p *pushPlan) segmentArrays() (pids, ns, bs []int64, payloads [][]byte) {
+func (p *pushPlan) segmentArrays() (pids, ns, bs []int64, payloads [][]byte, hot []bool) {
 	for _, id := range p.pids {
 		seg := p.segs[id]
 		if seg == nil {
@@ -280,8 +283,9 @@ func (p *pushPlan) segmentArrays() (pids, ns, bs []int64, payloads [][]byte) {
 		ns = append(ns, seg.n)
 		bs = append(bs, seg.bytes)
 		payloads = append(payloads, seg.frames)
+		hot = append(hot, p.hot[id])
 	}
-	return pids, ns, bs, payloads
+	return pids, ns, bs, payloads, hot
 }
 
 const (
@@ -294,22 +298,27 @@ const (
 		RETURNING p.id, p.next_offset - x.n`
 	// The INSERT runs after the UPDATE in the same transaction, so it reads
 	// the advanced next_offset and derives each segment's base from it.
-	insertSegmentsSQL = `
-		INSERT INTO comb_segments (partition_id, base_offset, count, bytes, payload, frame_format)
-		SELECT x.pid, p.next_offset - x.n, x.n, x.b, x.payload, 1
-		FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bytea[]) AS x(pid, n, b, payload)
-		JOIN comb_partitions p ON p.id = x.pid`
 )
+
+// insertSegmentsSQL writes the segments, each into its slot: the current
+// hot one for a queue of short retention ($5), the cold one otherwise
+// (slots.go).
+var insertSegmentsSQL = `
+		INSERT INTO comb_segments (partition_id, base_offset, count, bytes, payload, frame_format, slot)
+		SELECT x.pid, p.next_offset - x.n, x.n, x.b, x.payload, 1,
+		       CASE WHEN x.hot THEN ` + hotSlotSQL + ` ELSE ` + strconv.Itoa(coldSlot) + ` END
+		FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bytea[], $5::bool[]) AS x(pid, n, b, payload, hot)
+		JOIN comb_partitions p ON p.id = x.pid`
 
 // queueWrite queues the statements that allocate offsets and write the
 // segments, and returns a function that reads their results.
 func (p *pushPlan) queueWrite(b *pgx.Batch) func(br pgx.BatchResults) error {
-	pids, ns, bs, payloads := p.segmentArrays()
+	pids, ns, bs, payloads, hot := p.segmentArrays()
 	if len(pids) == 0 {
 		return func(pgx.BatchResults) error { return nil }
 	}
 	b.Queue(allocOffsetsSQL, pids, ns, bs)
-	b.Queue(insertSegmentsSQL, pids, ns, bs, payloads)
+	b.Queue(insertSegmentsSQL, pids, ns, bs, payloads, hot)
 	return func(br pgx.BatchResults) error {
 		rows, err := br.Query()
 		if err != nil {
@@ -442,7 +451,7 @@ func (s *Store) writeDedup(ctx context.Context, db writer, p *pushPlan) error {
 			dRel = append(dRel, pl.idx)
 			dQueues = append(dQueues, p.queue[k.pid])
 		}
-		segPids, segNs, _, _ := p.segmentArrays()
+		segPids, segNs, _, _, _ := p.segmentArrays()
 		b = &pgx.Batch{}
 		read := p.queueWrite(b)
 		if len(dPids) > 0 {

@@ -74,6 +74,9 @@ type Store struct {
 	queues map[domain.QueueRef]cachedQueue
 	parts  map[partKey]int64      // partition id by (queue id, name)
 	groups map[groupKey]time.Time // groups known to exist, and when last seen
+
+	slotsMu sync.Mutex // held through a round of slot maintenance
+	slots   slotState
 }
 
 type cachedQueue struct {
