@@ -19,4 +19,7 @@ const (
 	HotHorizon = hotHorizon
 )
 
-var SlotTable = slotTable
+var (
+	SlotTable  = slotTable
+	HotSlotSQL = hotSlotSQL
+)

@@ -45,8 +45,8 @@ import (
 // slotSettle apart, which leaves such a statement seconds to start, where
 // it takes microseconds.
 const (
-	ringSlots = 20
-	slotSpan  = 30 * time.Second
+	ringSlots = 12
+	slotSpan  = 45 * time.Second
 	coldSlot  = -1
 	// hotHorizon is the longest retention that goes into the ring: rows
 	// deleted by then are gone before the ring returns to their slot

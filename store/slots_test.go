@@ -79,7 +79,7 @@ func TestSegmentsGoToTheirSlot(t *testing.T) {
 	configure(t, st, "aged", domain.ConfigPatch{MaxAgeS: i64(h)})
 	configure(t, st, "long", domain.ConfigPatch{CompletedRetentionS: i64(h + 1)})
 	var cur int
-	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT (floor(extract(epoch FROM now()) / 30)::bigint % 20)::int`).Scan(&cur))
+	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT `+store.HotSlotSQL+`::int`).Scan(&cur))
 	for _, q := range []string{"short", "aged", "long", "keep"} {
 		pushN(t, st, q, "p", 0, 3)
 	}

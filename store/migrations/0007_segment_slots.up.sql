@@ -2,10 +2,10 @@
 -- space by TRUNCATE instead of by vacuum (store/slots.go has the design).
 --
 -- comb_segments is partitioned by slot:
---   * slots 0..19 are a ring of "hot" children. A segment of a queue whose
+--   * slots 0..11 are a ring of "hot" children. A segment of a queue whose
 --     retention is short (completed_retention_s and max_age_s within the
 --     ring's horizon) goes into the slot of the time of its push: slot =
---     floor(epoch / 30 s) mod 20. The sweeper's row deletes leave dead heap
+--     floor(epoch / 45 s) mod 12. The sweeper's row deletes leave dead heap
 --     tuples and dead TOAST chunks there; once a slot has no live row left
 --     it is truncated, which frees all of it at once. A slot is emptied
 --     before the ring comes back to it: what is still live then (a slow
@@ -47,14 +47,6 @@ CREATE TABLE comb_segments_hot_08 PARTITION OF comb_segments FOR VALUES IN (8) W
 CREATE TABLE comb_segments_hot_09 PARTITION OF comb_segments FOR VALUES IN (9) WITH (autovacuum_vacuum_threshold = 2147483647, autovacuum_vacuum_insert_threshold = -1, toast.autovacuum_vacuum_threshold = 2147483647, toast.autovacuum_vacuum_insert_threshold = -1);
 CREATE TABLE comb_segments_hot_10 PARTITION OF comb_segments FOR VALUES IN (10) WITH (autovacuum_vacuum_threshold = 2147483647, autovacuum_vacuum_insert_threshold = -1, toast.autovacuum_vacuum_threshold = 2147483647, toast.autovacuum_vacuum_insert_threshold = -1);
 CREATE TABLE comb_segments_hot_11 PARTITION OF comb_segments FOR VALUES IN (11) WITH (autovacuum_vacuum_threshold = 2147483647, autovacuum_vacuum_insert_threshold = -1, toast.autovacuum_vacuum_threshold = 2147483647, toast.autovacuum_vacuum_insert_threshold = -1);
-CREATE TABLE comb_segments_hot_12 PARTITION OF comb_segments FOR VALUES IN (12) WITH (autovacuum_vacuum_threshold = 2147483647, autovacuum_vacuum_insert_threshold = -1, toast.autovacuum_vacuum_threshold = 2147483647, toast.autovacuum_vacuum_insert_threshold = -1);
-CREATE TABLE comb_segments_hot_13 PARTITION OF comb_segments FOR VALUES IN (13) WITH (autovacuum_vacuum_threshold = 2147483647, autovacuum_vacuum_insert_threshold = -1, toast.autovacuum_vacuum_threshold = 2147483647, toast.autovacuum_vacuum_insert_threshold = -1);
-CREATE TABLE comb_segments_hot_14 PARTITION OF comb_segments FOR VALUES IN (14) WITH (autovacuum_vacuum_threshold = 2147483647, autovacuum_vacuum_insert_threshold = -1, toast.autovacuum_vacuum_threshold = 2147483647, toast.autovacuum_vacuum_insert_threshold = -1);
-CREATE TABLE comb_segments_hot_15 PARTITION OF comb_segments FOR VALUES IN (15) WITH (autovacuum_vacuum_threshold = 2147483647, autovacuum_vacuum_insert_threshold = -1, toast.autovacuum_vacuum_threshold = 2147483647, toast.autovacuum_vacuum_insert_threshold = -1);
-CREATE TABLE comb_segments_hot_16 PARTITION OF comb_segments FOR VALUES IN (16) WITH (autovacuum_vacuum_threshold = 2147483647, autovacuum_vacuum_insert_threshold = -1, toast.autovacuum_vacuum_threshold = 2147483647, toast.autovacuum_vacuum_insert_threshold = -1);
-CREATE TABLE comb_segments_hot_17 PARTITION OF comb_segments FOR VALUES IN (17) WITH (autovacuum_vacuum_threshold = 2147483647, autovacuum_vacuum_insert_threshold = -1, toast.autovacuum_vacuum_threshold = 2147483647, toast.autovacuum_vacuum_insert_threshold = -1);
-CREATE TABLE comb_segments_hot_18 PARTITION OF comb_segments FOR VALUES IN (18) WITH (autovacuum_vacuum_threshold = 2147483647, autovacuum_vacuum_insert_threshold = -1, toast.autovacuum_vacuum_threshold = 2147483647, toast.autovacuum_vacuum_insert_threshold = -1);
-CREATE TABLE comb_segments_hot_19 PARTITION OF comb_segments FOR VALUES IN (19) WITH (autovacuum_vacuum_threshold = 2147483647, autovacuum_vacuum_insert_threshold = -1, toast.autovacuum_vacuum_threshold = 2147483647, toast.autovacuum_vacuum_insert_threshold = -1);
 
 CREATE TABLE comb_segments_cold PARTITION OF comb_segments FOR VALUES IN (-1) WITH (
     autovacuum_vacuum_scale_factor = 0.02, autovacuum_vacuum_threshold = 1000,
