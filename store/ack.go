@@ -400,7 +400,9 @@ func (s *Store) deadLetter(ctx context.Context, tx pgx.Tx, q queueRow, group, pa
 	var format int16
 	err := tx.QueryRow(ctx, `
 		SELECT base_offset, payload, frame_format FROM comb_segments
-		WHERE partition_id = $1 AND base_offset <= $2 ORDER BY base_offset DESC LIMIT 1`, pid, off).Scan(&base, &payload, &format)
+		WHERE partition_id = $1 AND base_offset <= $2
+		  AND $2 >= (SELECT low_offset FROM comb_partitions WHERE id = $1)
+		ORDER BY base_offset DESC LIMIT 1`, pid, off).Scan(&base, &payload, &format)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, nil // retention removed it already; nothing to keep
 	}

@@ -13,34 +13,46 @@ import (
 	"github.com/combmq/comb/protocol"
 )
 
-// sweepSegmentsSQL deletes a prefix of at most $5 segments of partition $1:
-// those every group completed ($3 is the slowest group's committed offset)
-// and older than completed_retention_s ($2), or older than max_age_s ($4).
-// It stops at the first segment that must stay, so low_offset stays the
-// first retained offset, and it takes the partition row's lock only for the
-// one-row update at the end. Two sweepers on one partition are harmless:
-// DELETE … RETURNING reports only the rows each one removed.
+// sweepSegmentsSQL retires a prefix of at most $5 segments of partition
+// $1, from its low offset: those every group completed ($3 is the slowest
+// group's committed offset) and older than completed_retention_s ($2), or
+// older than max_age_s ($4). It stops at the first segment that must stay,
+// so low_offset becomes the first retained offset, and it takes the
+// partition row's lock only for the one-row update at the end.
+//
+// Moving low_offset is the delete every reader sees (they all start at
+// it). Segments in the cold slot are deleted too, for vacuum to reclaim;
+// segments in a hot slot stay until the slot is truncated whole (slots.go),
+// which costs no row delete, no dead TOAST and no WAL for them. Two
+// sweepers on one partition are harmless: the update applies only if
+// low_offset is still the one the statement started from, and reports
+// whether it did.
 const sweepSegmentsSQL = `
-WITH s AS (
-    SELECT base_offset, count,
-           (($2::bigint > 0 AND base_offset + count <= $3 AND created_at < now() - $2 * interval '1 second')
-            OR ($4::bigint > 0 AND created_at < now() - $4 * interval '1 second')) AS ok
-    FROM comb_segments WHERE partition_id = $1 ORDER BY base_offset LIMIT $5
+WITH lo AS (
+    SELECT low_offset FROM comb_partitions WHERE id = $1
+), s AS (
+    SELECT g.base_offset, g.count, g.bytes, g.slot,
+           (($2::bigint > 0 AND g.base_offset + g.count <= $3 AND g.created_at < now() - $2 * interval '1 second')
+            OR ($4::bigint > 0 AND g.created_at < now() - $4 * interval '1 second')) AS ok
+    FROM comb_segments g, lo WHERE g.partition_id = $1 AND g.base_offset >= lo.low_offset
+    ORDER BY g.base_offset LIMIT $5
 ), cut AS (
     SELECT coalesce(min(base_offset) FILTER (WHERE NOT ok), max(base_offset + count)) AS upto FROM s
-), del AS (
-    DELETE FROM comb_segments d USING cut
-    WHERE d.partition_id = $1 AND d.base_offset < cut.upto
-    RETURNING d.bytes, d.count, d.base_offset + d.count AS e
-), agg AS (
-    SELECT count(*) AS segs, coalesce(sum(bytes), 0)::bigint AS bytes,
-           coalesce(sum(count), 0)::bigint AS msgs, max(e) AS e FROM del
+), gone AS (
+    SELECT s.* FROM s, cut WHERE s.base_offset < cut.upto
 ), upd AS (
     UPDATE comb_partitions p
-    SET low_offset = greatest(p.low_offset, agg.e), retained_bytes = p.retained_bytes - agg.bytes
-    FROM agg WHERE p.id = $1 AND agg.segs > 0
+    SET low_offset = agg.e, retained_bytes = p.retained_bytes - agg.bytes
+    FROM (SELECT max(base_offset + count) AS e, coalesce(sum(bytes), 0)::bigint AS bytes FROM gone) agg, lo
+    WHERE p.id = $1 AND agg.e IS NOT NULL AND p.low_offset = lo.low_offset
+    RETURNING p.id
+), del AS (
+    DELETE FROM comb_segments_cold d USING gone
+    WHERE d.partition_id = $1 AND d.slot = -1 AND d.base_offset = gone.base_offset AND gone.slot = -1
+      AND EXISTS (SELECT 1 FROM upd)
 )
-SELECT segs, msgs, bytes FROM agg`
+SELECT count(*), coalesce(sum(count), 0)::bigint, coalesce(sum(bytes), 0)::bigint FROM gone
+WHERE EXISTS (SELECT 1 FROM upd)`
 
 // sweepStep bounds one statement's work, so no statement holds a lock or
 // a snapshot for long.

@@ -26,10 +26,12 @@ import (
 //   - Slots 0..ringSlots-1 are a ring of hot children, each taking the
 //     pushes of one slotSpan of time (the database's clock). Only queues
 //     whose retention ends within hotHorizon push there (see hotConfig).
-//   - The sweeper deletes rows as it always did; that keeps every reader's
-//     view (low_offset, pops, peeks) exactly as before.
-//   - A hot slot with no live row left is truncated: its dead tuples and
-//     TOAST go at once. A slot still holding live rows when the ring is
+//   - The sweeper retires segments by moving their partition's low_offset
+//     past them, where every reader starts; it deletes rows only in the
+//     cold slot. A retired segment in a hot slot costs nothing until the
+//     slot goes.
+//   - A hot slot with no live segment left (none past its partition's
+//     low_offset) is truncated: its rows and TOAST go at once. A slot still holding live rows when the ring is
 //     about to come back to it (a slow group's backlog) has them moved to
 //     the cold child first, so every slot starts its turn empty.
 //   - The cold child (slot coldSlot) holds queues that keep messages long
@@ -37,7 +39,8 @@ import (
 //     and autovacuum, tuned in the migration, reclaims them.
 //
 // TRUNCATE is not MVCC-safe: a transaction whose snapshot predates the
-// deletes would see the child empty. Every statement that reads segments
+// low_offset updates (or the moves) that retired the slot's last segments
+// would find them gone. Every statement that reads segments
 // takes its locks on all children when it starts (the queries never name a
 // slot), and TRUNCATE waits for those locks, so only a statement that took
 // its snapshot before the last delete and had not yet locked the child
@@ -154,7 +157,7 @@ func (s *Store) maintainSlotsLocked(ctx context.Context, cur int, phase float64,
 			continue
 		}
 		var live bool
-		if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+slotTable(k)+`)`).Scan(&live); err != nil {
+		if err := s.pool.QueryRow(ctx, liveSQL(k)).Scan(&live); err != nil {
 			return st, fmt.Errorf("slots: %w", classify(err))
 		}
 		if live {
@@ -193,9 +196,8 @@ func (s *Store) maintainSlotsLocked(ctx context.Context, cur int, phase float64,
 // SHARE ROW EXCLUSIVE lock keeps every other writer off it meanwhile (a
 // queue's delete; pushes go to the current slot) while pops read on: a
 // segment is deleted and inserted in one transaction, so a reader sees it
-// in one place or the other, never both or neither. Segments retention has
-// already passed (below low_offset, or of a partition gone) are not moved,
-// just dropped.
+// in one place or the other, never both or neither. Only live segments
+// move; retired ones stay for the truncate.
 func (s *Store) moveSlot(ctx context.Context, k int) (int64, error) {
 	var moved int64
 	for range 20 {
@@ -210,12 +212,13 @@ func (s *Store) moveSlot(ctx context.Context, k int) (int64, error) {
 			tag, err := tx.Exec(ctx, `
 				WITH moved AS (
 				    DELETE FROM `+slotTable(k)+` d
-				    WHERE (d.partition_id, d.base_offset) IN (SELECT partition_id, base_offset FROM `+slotTable(k)+` LIMIT $1)
+				    WHERE (d.partition_id, d.base_offset) IN (
+				        SELECT s.partition_id, s.base_offset FROM `+slotTable(k)+` s JOIN comb_partitions p ON p.id = s.partition_id
+				        WHERE s.base_offset + s.count > p.low_offset LIMIT $1)
 				    RETURNING d.*)
 				INSERT INTO `+slotTable(coldSlot)+` (partition_id, base_offset, count, bytes, created_at, payload, frame_format, slot)
 				SELECT m.partition_id, m.base_offset, m.count, m.bytes, m.created_at, m.payload, m.frame_format, $2
-				FROM moved m JOIN comb_partitions p ON p.id = m.partition_id
-				WHERE m.base_offset + m.count > p.low_offset`, moveStep, coldSlot)
+				FROM moved m`, moveStep, coldSlot)
 			n = tag.RowsAffected()
 			return err
 		})
@@ -227,7 +230,7 @@ func (s *Store) moveSlot(ctx context.Context, k int) (int64, error) {
 		}
 		moved += n
 		var live bool
-		if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+slotTable(k)+`)`).Scan(&live); err != nil {
+		if err := s.pool.QueryRow(ctx, liveSQL(k)).Scan(&live); err != nil {
 			return moved, fmt.Errorf("slots: %w", classify(err))
 		}
 		if !live {
@@ -252,7 +255,7 @@ func (s *Store) truncateSlot(ctx context.Context, k int) (bool, error) {
 			return err
 		}
 		var live bool
-		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+slotTable(k)+`)`).Scan(&live); err != nil || live {
+		if err := tx.QueryRow(ctx, liveSQL(k)).Scan(&live); err != nil || live {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `TRUNCATE `+slotTable(k)); err != nil {
@@ -268,6 +271,14 @@ func (s *Store) truncateSlot(ctx context.Context, k int) (bool, error) {
 		return false, fmt.Errorf("slots: truncate slot %d: %w", k, classify(err))
 	}
 	return done, nil
+}
+
+// liveSQL asks whether slot k holds a live segment: one past its
+// partition's low offset. A segment below it was retired by the sweeper
+// (or its partition is gone) and waits only for the slot's truncate.
+func liveSQL(k int) string {
+	return `SELECT EXISTS (SELECT 1 FROM ` + slotTable(k) + ` s JOIN comb_partitions p ON p.id = s.partition_id
+		WHERE s.base_offset + s.count > p.low_offset)`
 }
 
 // lockTimedOut reports lock_timeout's error (55P03, lock_not_available).

@@ -12,12 +12,14 @@ import (
 	"github.com/combmq/comb/store"
 )
 
-// slotsOf returns the slot of every segment of queue, in offset order.
+// slotsOf returns the slot of every live segment of queue (not retired by
+// retention), by partition and offset.
 func slotsOf(t *testing.T, st *store.Store, queue string) []int {
 	t.Helper()
 	rows, err := st.Pool().Query(ctxT(t), `
 		SELECT s.slot FROM comb_segments s JOIN comb_partitions p ON p.id = s.partition_id
-		JOIN comb_queues q ON q.id = p.queue_id WHERE q.name = $1 ORDER BY p.name, s.base_offset`, queue)
+		JOIN comb_queues q ON q.id = p.queue_id WHERE q.name = $1 AND s.base_offset >= p.low_offset
+		ORDER BY p.name, s.base_offset`, queue)
 	require.NoError(t, err)
 	var out []int
 	for rows.Next() {
@@ -94,10 +96,11 @@ func TestSegmentsGoToTheirSlot(t *testing.T) {
 	require.Equal(t, []int{store.ColdSlot}, slotsOf(t, st, "keep"))
 }
 
-// TestSlotTruncatedOnceEmpty: the sweeper deletes a hot slot's segments
-// as retention allows; the slot, empty for slotSettle, is truncated and
-// its space, TOAST included, is back at once. Until then, and while a
-// segment is live in it, nothing is truncated.
+// TestSlotTruncatedOnceEmpty: the sweeper retires a hot slot's segments
+// as retention allows, deleting none of them; the slot, with nothing live
+// for slotSettle, is truncated and its space, TOAST included, is back at
+// once. Until then, and while a segment is live in it, nothing is
+// truncated.
 func TestSlotTruncatedOnceEmpty(t *testing.T) {
 	t.Parallel()
 	st := newStore(t)
@@ -136,12 +139,12 @@ func TestSlotTruncatedOnceEmpty(t *testing.T) {
 	require.Eventually(t, func() bool {
 		_, err := st.Sweep(ctx)
 		require.NoError(t, err)
-		var n int
-		require.NoError(t, st.Pool().QueryRow(ctx, `SELECT count(*) FROM comb_segments`).Scan(&n))
-		return n == 0
+		return liveSegments(t, st) == 0
 	}, 15*time.Second, 100*time.Millisecond)
 	full := relSize(t, st, table)
-	require.Positive(t, relPages(t, st, table), "dead tuples still take the slot's pages")
+	var rows int
+	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT count(*) FROM `+table).Scan(&rows))
+	require.Equal(t, 20, rows, "retired, not deleted: the slot's truncate frees them")
 
 	// Seen empty once: not yet truncated. Seen empty slotSettle later: truncated.
 	t1 := time.Now()
@@ -323,4 +326,32 @@ func TestSlotsUnderLoad(t *testing.T) {
 	ms, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Group: "g", Max: 50})
 	require.NoError(t, err)
 	require.Empty(t, ms, "nothing acked comes back")
+}
+
+// TestColdSegmentsDeleted: segments in the cold slot (pushed while the
+// queue kept everything) are deleted by the sweep once retention allows,
+// for autovacuum to reclaim; retiring them moves low_offset as for hot
+// ones.
+func TestColdSegmentsDeleted(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx := ctxT(t)
+	pushN(t, st, "q", "p", 0, 3)
+	require.Equal(t, []int{store.ColdSlot}, slotsOf(t, st, "q"))
+	configure(t, st, "q", domain.ConfigPatch{MaxAgeS: i64(1)})
+	pushN(t, st, "q", "p", 3, 2) // hot now
+	require.Eventually(t, func() bool {
+		_, err := st.Sweep(ctx)
+		require.NoError(t, err)
+		return liveSegments(t, st) == 0
+	}, 15*time.Second, 100*time.Millisecond)
+	var cold, hot int
+	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT count(*) FILTER (WHERE slot = -1), count(*) FILTER (WHERE slot >= 0) FROM comb_segments`).Scan(&cold, &hot))
+	require.Zero(t, cold, "deleted")
+	require.Equal(t, 1, hot, "retired, left for the slot's truncate")
+	info, err := st.Info(ctx, domain.Global("q"))
+	require.NoError(t, err)
+	require.Zero(t, info.Messages)
+	require.Equal(t, int64(5), info.Partitions[0].LowOffset)
+	require.Zero(t, info.Bytes)
 }
