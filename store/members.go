@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -45,7 +46,16 @@ func (s *Store) partitionIDs(ctx context.Context, q queueRow, names []string, cr
 	var found map[string]int64
 	var err error
 	if create {
-		found, err = s.createPartitions(ctx, q, missing)
+		// In name order: two pushes (on two brokers, say) creating the
+		// same partitions insert their keys in one order, so one waits
+		// for the other instead of deadlocking; a deadlock left over
+		// (with the cursors of a group created meanwhile) is retried.
+		slices.Sort(missing)
+		err = s.withRetry(ctx, func() error {
+			var err error
+			found, err = s.createPartitions(ctx, q, missing)
+			return err
+		})
 	} else {
 		found, err = s.lookupPartitions(ctx, q, missing)
 	}
@@ -100,6 +110,7 @@ func (s *Store) createPartitions(ctx context.Context, q queueRow, names []string
 			SELECT p.id, g.name, p.queue_id, p.low_offset
 			FROM comb_partitions p JOIN comb_groups g ON g.queue_id = p.queue_id
 			WHERE p.queue_id = $1 AND p.name = ANY($2)
+			ORDER BY p.id, g.name
 			ON CONFLICT DO NOTHING`, q.ID, names)
 		b.Queue(`SELECT name, id FROM comb_partitions WHERE queue_id = $1 AND name = ANY($2)`, q.ID, names)
 		br := tx.SendBatch(ctx, b)

@@ -799,3 +799,46 @@ func TestAutoAckPopTrimmedToMaxBytesGivesBackTheRest(t *testing.T) {
 		})
 	}
 }
+
+// TestConcurrentPartitionCreation: pushes on two stores (two brokers)
+// create the same new partitions at once, named in opposite orders. None
+// fails: the partitions are created in name order, so one push waits for
+// the other rather than deadlocking with it.
+func TestConcurrentPartitionCreation(t *testing.T) {
+	t.Parallel()
+	url := testURL(t)
+	ctx := ctxT(t)
+	open := func() *store.Store {
+		st, err := store.Open(ctx, url, store.Options{MaxConns: 8})
+		require.NoError(t, err)
+		t.Cleanup(st.Close)
+		require.NoError(t, st.Migrate(ctx))
+		return st
+	}
+	stores := []*store.Store{open(), open()}
+	for round := range 10 {
+		queue := "q" + strconv.Itoa(round)
+		configure(t, stores[0], queue, domain.ConfigPatch{})
+		errs := make(chan error, 8)
+		for w := range 8 {
+			go func() {
+				var ms []domain.PushMessage
+				for i := range 20 {
+					p := i
+					if w%2 == 1 {
+						p = 19 - i
+					}
+					ms = append(ms, domain.PushMessage{Partition: "p" + strconv.Itoa(p), Data: []byte("1"), Encoding: domain.EncodingJSON})
+				}
+				outs, err := stores[w%2].Push(ctx, []domain.PushParams{{Queue: domain.Global(queue), Messages: ms}})
+				if err == nil {
+					err = outs[0].Err
+				}
+				errs <- err
+			}()
+		}
+		for range 8 {
+			require.NoError(t, <-errs)
+		}
+	}
+}
