@@ -256,11 +256,16 @@ func (b *Bridge) flushPush(batch []*pushJob) {
 	var unavailable []*pushJob
 	for i, j := range batch {
 		if outs[i].Err != nil && b.cfg.Spool != nil && errors.Is(outs[i].Err, domain.ErrUnavailable) {
-			// PostgreSQL is away: the spool takes it, and the pushes
-			// after it until the drainer reaches PostgreSQL again.
+			// PostgreSQL is away: the spool takes the pushes after this
+			// one until the drainer reaches PostgreSQL again, and this
+			// one too unless the connection broke after it was sent: it
+			// may be committed, and spooling it could store it twice, so
+			// it gets the 503 that may mean stored.
 			b.pgDown.Store(true)
-			unavailable = append(unavailable, j)
-			continue
+			if !errors.Is(outs[i].Err, domain.ErrOutcomeUnknown) {
+				unavailable = append(unavailable, j)
+				continue
+			}
 		}
 		if outs[i].Err != nil {
 			b.respondError(j.call, outs[i].Err)

@@ -25,6 +25,11 @@ var (
 	ErrTooLarge    = errors.New("too large")
 	ErrLimit       = errors.New("limit reached")
 	ErrUnavailable = errors.New("postgresql unavailable")
+	// ErrOutcomeUnknown comes with ErrUnavailable when the connection
+	// broke after the request was sent: PostgreSQL may have committed
+	// it. A push so answered must not be spooled (it could be stored
+	// twice); it is answered 503, which the protocol says may mean stored.
+	ErrOutcomeUnknown = errors.New("outcome unknown")
 )
 
 // RetryAfter returns err with a hint of when trying again may succeed, for

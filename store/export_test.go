@@ -23,3 +23,5 @@ var (
 	SlotTable  = slotTable
 	HotSlotSQL = hotSlotSQL
 )
+
+var Classify = classify

@@ -262,11 +262,15 @@ func classify(err error) error {
 	var connErr *pgconn.ConnectError
 	var pgErr *pgconn.PgError
 	switch {
-	case errors.As(err, &connErr), errors.As(err, &netErr),
-		// A server that died mid-conversation: the socket ends early.
+	case errors.As(err, &connErr), pgconn.SafeToRetry(err):
+		// Nothing reached the server: it is known not to have run.
+		return fmt.Errorf("%w: %w", domain.ErrUnavailable, err)
+	case errors.As(err, &netErr),
+		// A server that died mid-conversation: the socket ends early,
+		// after the request went out, so a commit may have happened.
 		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF),
 		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.EPIPE):
-		return fmt.Errorf("%w: %w", domain.ErrUnavailable, err)
+		return fmt.Errorf("%w: %w: %w", domain.ErrUnavailable, domain.ErrOutcomeUnknown, err)
 	case errors.As(err, &pgErr):
 		// Class 08: connection exception; 57P0x: shutting down; 53: out of resources.
 		if strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57P") || strings.HasPrefix(pgErr.Code, "53") {
