@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -107,13 +106,14 @@ func (s *Store) maintainSlotsIfDue(ctx context.Context) (SlotStats, error) {
 	if time.Since(s.slots.last) < slotEvery {
 		return SlotStats{}, nil
 	}
-	var epoch float64
-	if err := s.pool.QueryRow(ctx, `SELECT extract(epoch FROM now())::float8`).Scan(&epoch); err != nil {
+	// The current slot by the formula pushes use, and how far its span
+	// has gone.
+	var cur int
+	var phase float64
+	if err := s.pool.QueryRow(ctx, fmt.Sprintf(`SELECT %s::int, mod(extract(epoch FROM now()), %d)::float8 / %d`,
+		hotSlotSQL, int(slotSpan/time.Second), int(slotSpan/time.Second))).Scan(&cur, &phase); err != nil {
 		return SlotStats{}, fmt.Errorf("slots: %w", classify(err))
 	}
-	span := slotSpan.Seconds()
-	cur := int(int64(math.Floor(epoch/span)) % ringSlots)
-	phase := math.Mod(epoch, span) / span
 	st, err := s.maintainSlotsLocked(ctx, cur, phase, time.Now())
 	s.slots.last = time.Now()
 	return st, err
@@ -140,11 +140,13 @@ func (s *Store) maintainSlotsLocked(ctx context.Context, cur int, phase float64,
 	}
 	var name string
 	var size int64
+	slotOf := make(map[string]int, ringSlots)
+	for k := range ringSlots {
+		slotOf[slotTable(k)] = k
+	}
 	if _, err := pgx.ForEachRow(rows, []any{&name, &size}, func() error {
-		for k := range ringSlots {
-			if slotTable(k) == name {
-				sizes[k] = size
-			}
+		if k, ok := slotOf[name]; ok {
+			sizes[k] = size
 		}
 		return nil
 	}); err != nil {

@@ -120,8 +120,6 @@ func TestSlotTruncatedOnceEmpty(t *testing.T) {
 	k := slots[0]
 	other := (k + 5) % store.RingSlots // the "current" slot below: neither k nor the one before it
 	table := store.SlotTable(k)
-	// Other tests' queues are in other schemas: this slot holds only ours.
-	require.Equal(t, []int{k}, uniq(slots[:1]))
 
 	// Live segments: the slot stays.
 	t0 := time.Now()
@@ -229,16 +227,6 @@ func TestSlotMovedBeforeReuse(t *testing.T) {
 	info, err := st.Info(ctx, domain.Global("q"))
 	require.NoError(t, err)
 	require.Equal(t, int64(8), info.Messages)
-}
-
-func uniq(xs []int) []int {
-	var out []int
-	for _, x := range xs {
-		if len(out) == 0 || out[len(out)-1] != x {
-			out = append(out, x)
-		}
-	}
-	return out
 }
 
 // TestSlotsUnderLoad runs slot maintenance as fast as it goes, the ring

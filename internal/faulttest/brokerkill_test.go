@@ -434,14 +434,18 @@ func (b *brokerProc) interrupt() {
 }
 
 // kill sends SIGKILL to the broker and waits until it is gone.
-func (b *brokerProc) kill() {
+func (b *brokerProc) kill() { b.signalAndWait(syscall.SIGKILL, 10*time.Second) }
+
+// signalAndWait sends sig to the broker and fails the test unless the
+// process is gone within wait.
+func (b *brokerProc) signalAndWait(sig syscall.Signal, wait time.Duration) {
 	t := b.t
 	t.Helper()
-	require.NoError(t, syscall.Kill(b.cmd.Process.Pid, syscall.SIGKILL))
+	require.NoError(t, syscall.Kill(b.cmd.Process.Pid, sig))
 	select {
 	case <-b.exited:
-	case <-time.After(10 * time.Second):
-		t.Fatal("comb serve still running 10 s after SIGKILL")
+	case <-time.After(wait):
+		t.Fatalf("comb serve still running %s after %s", wait, sig)
 	}
 	b.cmd = nil
 }

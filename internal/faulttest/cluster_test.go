@@ -399,14 +399,4 @@ func waitRoutes(t *testing.T, bs []*brokerProc) {
 // terminate stops the broker as an orchestrator does, with SIGTERM: it
 // drains, then its NATS server goes into lame duck mode. It waits until
 // the process is gone.
-func (b *brokerProc) terminate() {
-	t := b.t
-	t.Helper()
-	require.NoError(t, syscall.Kill(b.cmd.Process.Pid, syscall.SIGTERM))
-	select {
-	case <-b.exited:
-	case <-time.After(30 * time.Second):
-		t.Fatal("comb serve still running 30 s after SIGTERM")
-	}
-	b.cmd = nil
-}
+func (b *brokerProc) terminate() { b.signalAndWait(syscall.SIGTERM, 30*time.Second) }
