@@ -67,6 +67,17 @@ type invalidError struct{ msg string }
 func (e *invalidError) Error() string        { return e.msg }
 func (e *invalidError) Is(target error) bool { return target == ErrInvalid }
 
+// Conflictf returns an error that matches ErrConflict and says only the
+// formatted message ("acks[0]: lease expired or not held by this group").
+func Conflictf(format string, args ...any) error {
+	return &conflictError{fmt.Sprintf(format, args...)}
+}
+
+type conflictError struct{ msg string }
+
+func (e *conflictError) Error() string        { return e.msg }
+func (e *conflictError) Is(target error) bool { return target == ErrConflict }
+
 // Encoding says whether a message's bytes are JSON that a reply may carry
 // as is ("data"), or bytes that travel as base64 ("data_b64"). It is known
 // when the message is pushed and stored with it, so a pop encodes its
@@ -266,6 +277,28 @@ type AckResult struct {
 type AckOutcome struct {
 	Results []AckResult
 	Err     error
+}
+
+// TxnAck is one ack of a transaction: an Ack of a group on a queue.
+type TxnAck struct {
+	Queue QueueRef
+	Group string // never empty: the decoder fills the default
+	Ack
+}
+
+// TxnParams is one transaction: acks under live leases and pushes, to
+// queues of one tenant, applied all together or not at all. A queue pushed
+// to that does not exist is created with DefaultQueueConfig.
+type TxnParams struct {
+	Acks []TxnAck
+	Push []PushParams
+}
+
+// TxnResult is the outcome of a committed transaction: a result per ack
+// (each OK) and per push (a result per message), in request order.
+type TxnResult struct {
+	Acks []AckResult
+	Push [][]PushResult
 }
 
 // RenewParams extends live leases of a queue.

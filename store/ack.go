@@ -118,7 +118,7 @@ func (s *Store) Ack(ctx context.Context, reqs []domain.AckParams) ([]domain.AckO
 			continue
 		}
 		if slow {
-			res, err := s.ackInOrder(ctx, q, group, r.Acks, ids)
+			res, err := s.ackInOrder(ctx, s.pool, q, group, r.Acks, ids)
 			if err != nil {
 				outs[ri].Err = fmt.Errorf("ack: %w", classify(err))
 			} else {
@@ -251,10 +251,11 @@ type cursorState struct {
 	changed   bool
 }
 
-// ackInOrder applies one request's acks in order in one transaction. It
-// first locks every cursor the request names, in key order like the batch
-// statement, so the two cannot deadlock.
-func (s *Store) ackInOrder(ctx context.Context, q queueRow, group string, acks []domain.Ack, ids map[string]int64) ([]domain.AckResult, error) {
+// ackInOrder applies one request's acks in order in one transaction on db:
+// the pool, or a transaction's savepoint (Txn). It first locks every cursor
+// the request names, in key order like the batch statement, so the two
+// cannot deadlock.
+func (s *Store) ackInOrder(ctx context.Context, db writer, q queueRow, group string, acks []domain.Ack, ids map[string]int64) ([]domain.AckResult, error) {
 	var pids []int64
 	for _, id := range ids {
 		if id != 0 {
@@ -264,7 +265,7 @@ func (s *Store) ackInOrder(ctx context.Context, q queueRow, group string, acks [
 	slices.Sort(pids)
 	var results []domain.AckResult
 	err := s.withRetry(ctx, func() error {
-		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 			results = make([]domain.AckResult, len(acks))
 			rows, err := tx.Query(ctx, `
 				SELECT partition_id, committed, coalesce(lease_id, ''), coalesce(lease_from, 0),
