@@ -43,10 +43,7 @@ func FuzzRequestsAsTenant(f *testing.F) {
 
 	f.Fuzz(func(t *testing.T, verb uint8, body []byte) {
 		v := protocol.Verbs[int(verb)%len(protocol.Verbs)]
-		subject := "comb." + v + ".orders"
-		if v == protocol.VerbList {
-			subject = "comb.list"
-		}
+		subject := protocol.Subject("comb", v, "orders")
 		m, err := alice.Request(subject, body, 10*time.Second)
 		require.NoError(t, err, "%s %q: no answer", subject, body)
 		if code := m.Header.Get(micro.ErrorCodeHeader); code != "" {

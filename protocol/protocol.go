@@ -55,6 +55,10 @@ const (
 	// anything (see PeekRequest). Behind authentication only operators
 	// should be granted it (docs/security.md).
 	VerbPeek = "peek"
+	// VerbTxn settles acks and pushes messages, across queues of one
+	// tenant, in one transaction: "<prefix>.txn", with no queue (see
+	// TxnRequest).
+	VerbTxn = "txn"
 	// VerbMaintenance is an operator verb, "<prefix>.maintenance" with no
 	// queue: it turns a bridge's maintenance mode on or off (see
 	// MaintenanceRequest). It is served in the global account only, never
@@ -67,21 +71,26 @@ const (
 var OperatorVerbs = []string{VerbMaintenance}
 
 // Verbs lists every verb, in the order the broker registers its endpoints.
-var Verbs = []string{VerbPush, VerbPut, VerbPop, VerbAck, VerbRenew, VerbConfigure, VerbInfo, VerbList, VerbDelete, VerbDLQ, VerbSeek, VerbGroups, VerbPeek}
+var Verbs = []string{VerbPush, VerbPut, VerbPop, VerbAck, VerbRenew, VerbConfigure, VerbInfo, VerbList, VerbDelete, VerbDLQ, VerbSeek, VerbGroups, VerbPeek, VerbTxn}
+
+// TakesQueue reports whether a verb's subject names a queue
+// (<prefix>.<verb>.<queue>); list, txn and maintenance take none.
+func TakesQueue(verb string) bool {
+	return verb != VerbList && verb != VerbTxn && verb != VerbMaintenance
+}
 
 // Subject returns the subject of a request: <prefix>.<verb>.<queue>, or
-// <prefix>.list for the list verb and <prefix>.maintenance for the
-// maintenance verb (which take no queue).
+// <prefix>.<verb> for the verbs that take no queue (TakesQueue).
 func Subject(prefix, verb, queue string) string {
-	if verb == VerbList || verb == VerbMaintenance {
+	if !TakesQueue(verb) {
 		return prefix + "." + verb
 	}
 	return prefix + "." + verb + "." + queue
 }
 
 // ParseSubject splits a request subject "<prefix>.<verb>.<queue>" into its
-// verb and queue, checking the queue name. The list verb takes no queue:
-// "<prefix>.list" returns queue "".
+// verb and queue, checking the queue name. The verbs that take no queue
+// (TakesQueue) return queue "": "<prefix>.list".
 func ParseSubject(prefix, subject string) (verb, queue string, err error) {
 	rest, ok := strings.CutPrefix(subject, prefix)
 	if !ok || !strings.HasPrefix(rest, ".") {
@@ -89,7 +98,7 @@ func ParseSubject(prefix, subject string) (verb, queue string, err error) {
 	}
 	verb, queue, hasQueue := strings.Cut(rest[1:], ".")
 	switch verb {
-	case VerbList, VerbMaintenance:
+	case VerbList, VerbTxn, VerbMaintenance:
 		if hasQueue {
 			return "", "", BadRequest("subject %q: %s takes no queue name", subject, verb)
 		}

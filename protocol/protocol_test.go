@@ -25,7 +25,7 @@ func TestSubject(t *testing.T) {
 	require.Equal(t, "comb.list", protocol.Subject("comb", protocol.VerbList, "ignored"), "list takes no queue")
 
 	// Every verb, once, and each one a subject ParseSubject reads back.
-	require.Len(t, protocol.Verbs, 13)
+	require.Len(t, protocol.Verbs, 14)
 	seen := map[string]bool{}
 	for _, v := range protocol.Verbs {
 		require.False(t, seen[v], "verb %s twice", v)
@@ -33,7 +33,7 @@ func TestSubject(t *testing.T) {
 		verb, queue, err := protocol.ParseSubject("comb", protocol.Subject("comb", v, "a.b"))
 		require.NoError(t, err, v)
 		require.Equal(t, v, verb)
-		if v == protocol.VerbList {
+		if !protocol.TakesQueue(v) {
 			require.Empty(t, queue)
 		} else {
 			require.Equal(t, "a.b", queue)
@@ -48,6 +48,7 @@ func TestParseSubject(t *testing.T) {
 		{"comb.put.billing.invoices", protocol.VerbPut, "billing.invoices"},
 		{"comb.pop.a-b_c.D9", protocol.VerbPop, "a-b_c.D9"},
 		{"comb.list", protocol.VerbList, ""},
+		{"comb.txn", protocol.VerbTxn, ""},
 		{"comb.dlq.x", protocol.VerbDLQ, "x"},
 		{"comb.seek.a.b", protocol.VerbSeek, "a.b"},
 		{"comb.groups.a", protocol.VerbGroups, "a"},
@@ -73,6 +74,7 @@ func TestParseSubject(t *testing.T) {
 		"comb.push":           "queue name missing",
 		"comb.push.":          "queue name missing",
 		"comb.list.x":         "list takes no queue",
+		"comb.txn.orders":     "txn takes no queue",
 		"comb.frob.x":         `unknown verb "frob"`,
 		"comb..x":             `unknown verb ""`,
 		"combx.push.x":        "does not start with",
@@ -106,6 +108,7 @@ func FuzzParseSubject(f *testing.F) {
 	f.Add("comb", "comb.push.a..b", uint8(2), "a..b")
 	f.Add("", ".pop.x", uint8(2), "x")
 	f.Add("comb", "comb.list.x", uint8(7), "x")
+	f.Add("comb", "comb.txn", uint8(13), "")
 	f.Add("comb.", "comb..push.q", uint8(1), "caf\u00e9")
 	f.Fuzz(func(t *testing.T, prefix, subject string, verbIndex uint8, queue string) {
 		verb, q, err := protocol.ParseSubject(prefix, subject)
@@ -117,7 +120,7 @@ func FuzzParseSubject(f *testing.F) {
 		} else {
 			require.Equal(t, subject, protocol.Subject(prefix, verb, q))
 			require.Contains(t, protocol.Verbs, verb)
-			if verb == protocol.VerbList {
+			if !protocol.TakesQueue(verb) {
 				require.Empty(t, q)
 			} else {
 				require.NoError(t, protocol.ValidateQueue(q))
@@ -125,13 +128,13 @@ func FuzzParseSubject(f *testing.F) {
 		}
 
 		v := protocol.Verbs[int(verbIndex)%len(protocol.Verbs)]
-		if v != protocol.VerbList && protocol.ValidateQueue(queue) != nil {
+		if protocol.TakesQueue(v) && protocol.ValidateQueue(queue) != nil {
 			return
 		}
 		gotVerb, gotQueue, err := protocol.ParseSubject(prefix, protocol.Subject(prefix, v, queue))
 		require.NoError(t, err)
 		require.Equal(t, v, gotVerb)
-		if v == protocol.VerbList {
+		if !protocol.TakesQueue(v) {
 			require.Empty(t, gotQueue)
 		} else {
 			require.Equal(t, queue, gotQueue)
@@ -361,6 +364,7 @@ func TestJSONFieldsDocumented(t *testing.T) {
 		protocol.PopRequest{}, protocol.PopReply{}, protocol.Delivery{},
 		protocol.AckRequest{}, protocol.Ack{}, protocol.AckReply{}, protocol.AckResult{},
 		protocol.RenewRequest{}, protocol.RenewReply{}, protocol.RenewResult{},
+		protocol.TxnRequest{}, protocol.TxnAck{}, protocol.TxnPush{}, protocol.TxnReply{},
 		protocol.QueueConfig{}, protocol.ConfigPatch{}, protocol.Info{}, protocol.PartitionInfo{}, protocol.GroupInfo{},
 		protocol.ListReply{}, protocol.QueueSummary{},
 		protocol.DLQRequest{}, protocol.DLQReply{}, protocol.DoneReply{}, protocol.DeadLetter{},
@@ -368,6 +372,9 @@ func TestJSONFieldsDocumented(t *testing.T) {
 	} {
 		typ := reflect.TypeOf(v)
 		for f := range typ.Fields() {
+			if f.Anonymous {
+				continue // an embedded shape (TxnAck's Ack) is checked on its own
+			}
 			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 			require.NotEmpty(t, name, "%s.%s has no JSON name", typ.Name(), f.Name)
 			require.True(t, bytes.Contains(doc, []byte(`"`+name+`"`)) || bytes.Contains(doc, []byte("`"+name+"`")),

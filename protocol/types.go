@@ -98,6 +98,37 @@ type AckResult struct {
 	Error string `json:"error,omitempty"`
 }
 
+// TxnRequest is the body of <prefix>.txn: acks and pushes, on any queues
+// of the tenant, applied in one transaction, all or nothing. At least one
+// of Acks and Push is required.
+type TxnRequest struct {
+	Acks []TxnAck  `json:"acks,omitempty"`
+	Push []TxnPush `json:"push,omitempty"`
+}
+
+// TxnAck is one ack of a transaction: an Ack, with its queue and group.
+type TxnAck struct {
+	Queue string `json:"queue"`           // required
+	Group string `json:"group,omitempty"` // DefaultGroup when empty
+	Ack
+}
+
+// TxnPush is one push of a transaction: the messages of a push to one
+// queue, created like a push creates it.
+type TxnPush struct {
+	Queue    string        `json:"queue"` // required
+	Messages []PushMessage `json:"messages"`
+}
+
+// TxnReply is the reply of a committed transaction: one result per ack
+// and one PushReply per push, in request order. A transaction that is
+// refused (an ack under an expired or wrong lease is a 409) is an error
+// reply, and nothing of it was applied.
+type TxnReply struct {
+	Acks []AckResult `json:"acks"`
+	Push []PushReply `json:"push"`
+}
+
 // RenewRequest is the body of <prefix>.renew.<queue>.
 type RenewRequest struct {
 	Leases  []string `json:"leases"`

@@ -272,30 +272,40 @@ func DecodeAck(body []byte) (string, []domain.Ack, error) {
 	}
 	out := make([]domain.Ack, len(req.Acks))
 	for i, a := range req.Acks {
-		ack := domain.Ack{Partition: a.Partition, Lease: a.Lease}
-		if ack.Partition == "" {
-			ack.Partition = protocol.DefaultPartition
-		} else if err := protocol.ValidateName("partition", a.Partition); err != nil {
-			return "", nil, prefixError("acks["+strconv.Itoa(i)+"]", err)
+		ack, err := checkAck(i, a)
+		if err != nil {
+			return "", nil, err
 		}
-		if a.Offset == nil {
-			return "", nil, badRequest("acks[%d].offset: required", i)
-		}
-		if *a.Offset < 0 {
-			return "", nil, badRequest("acks[%d].offset: %d is negative", i, *a.Offset)
-		}
-		ack.Offset = *a.Offset
-		if p := leaseProblem(a.Lease); p != "" {
-			return "", nil, badRequest("acks[%d].lease: %s", i, p)
-		}
-		status, ok := ackStatuses[a.Status]
-		if !ok {
-			return "", nil, badRequest("acks[%d].status: unknown status %q; want completed, retry, failed or dead", i, a.Status)
-		}
-		ack.Status = status
 		out[i] = ack
 	}
 	return group, out, nil
+}
+
+// checkAck checks ack i of a request (an ack's or a transaction's) and
+// fills its defaults; errors name it "acks[i]".
+func checkAck(i int, a protocol.Ack) (domain.Ack, error) {
+	ack := domain.Ack{Partition: a.Partition, Lease: a.Lease}
+	if ack.Partition == "" {
+		ack.Partition = protocol.DefaultPartition
+	} else if err := protocol.ValidateName("partition", a.Partition); err != nil {
+		return ack, prefixError("acks["+strconv.Itoa(i)+"]", err)
+	}
+	if a.Offset == nil {
+		return ack, badRequest("acks[%d].offset: required", i)
+	}
+	if *a.Offset < 0 {
+		return ack, badRequest("acks[%d].offset: %d is negative", i, *a.Offset)
+	}
+	ack.Offset = *a.Offset
+	if p := leaseProblem(a.Lease); p != "" {
+		return ack, badRequest("acks[%d].lease: %s", i, p)
+	}
+	status, ok := ackStatuses[a.Status]
+	if !ok {
+		return ack, badRequest("acks[%d].status: unknown status %q; want completed, retry, failed or dead", i, a.Status)
+	}
+	ack.Status = status
+	return ack, nil
 }
 
 // leaseProblem says what is wrong with a lease string, or "".
