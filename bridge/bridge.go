@@ -81,7 +81,7 @@ type Config struct {
 	// means 1 s.
 	RetryInterval time.Duration
 
-	// AdminWorkers run renew, configure, info, list, delete and dlq; 0
+	// AdminWorkers run renew, configure, info, list, delete, dlq and txn; 0
 	// means 4. AdminQueue is how many may wait; 0 means 1024.
 	AdminWorkers int
 	AdminQueue   int
@@ -469,11 +469,11 @@ func (b *Bridge) serve(ctx context.Context, t *tenant) error {
 		protocol.VerbAck: b.handleAck, protocol.VerbRenew: b.handleRenew, protocol.VerbConfigure: b.handleConfigure,
 		protocol.VerbInfo: b.handleInfo, protocol.VerbList: b.handleList, protocol.VerbDelete: b.handleDelete,
 		protocol.VerbDLQ: b.handleDLQ, protocol.VerbSeek: b.handleSeek, protocol.VerbGroups: b.handleGroups,
-		protocol.VerbPeek: b.handlePeek,
+		protocol.VerbPeek: b.handlePeek, protocol.VerbTxn: b.handleTxn,
 	}
 	for _, verb := range protocol.Verbs {
 		subject := b.cfg.Prefix + "." + verb + ".>"
-		if verb == protocol.VerbList {
+		if !protocol.TakesQueue(verb) {
 			subject = b.cfg.Prefix + "." + verb
 		}
 		h := handlers[verb]
@@ -561,6 +561,7 @@ var descriptions = map[string]string{
 	protocol.VerbSeek:      "move a consumer group's cursors to the start, the end or a time",
 	protocol.VerbGroups:    "list a queue's consumer groups with their lag, or delete one",
 	protocol.VerbPeek:      "read a partition's messages by offset or producer id, leasing nothing",
+	protocol.VerbTxn:       "settle acks and push messages, across queues, in one transaction: all or nothing",
 }
 
 // statsOf is the "data" of t's endpoint verb in the micro stats: t's own

@@ -50,7 +50,8 @@ func TestUnavailableReplyNamesNoHost(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
 
-	for subject, body := range map[string]string{"comb.put.q": "hello", "comb.push.q": `{"messages":[{"data":"x"}]}`, "comb.info.q": ""} {
+	for subject, body := range map[string]string{"comb.put.q": "hello", "comb.push.q": `{"messages":[{"data":"x"}]}`, "comb.info.q": "",
+		"comb.txn": `{"acks":[{"queue":"q","offset":0,"lease":"l-1-a"}],"push":[{"queue":"r","messages":[{"data":"x"}]}]}`} {
 		m := request(t, nc, subject, body)
 		requireError(t, m, protocol.CodeUnavailable, "postgresql unavailable")
 		msg := m.Header.Get("Nats-Service-Error")

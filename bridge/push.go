@@ -219,40 +219,14 @@ func (b *Bridge) flushPush(batch []*pushJob) {
 		if out.Err != nil {
 			continue
 		}
-		// Messages of a queue with delay_ms become ready only after it:
-		// wake its pops then, not now.
-		w := &wake
-		if c, ok := b.st.CachedConfig(j.req.Queue); ok && c.DelayMS > 0 {
-			d := time.Duration(c.DelayMS) * time.Millisecond
-			if delayed[d] == nil {
-				delayed[d] = &wakeSet{}
-			}
-			w = delayed[d]
-		}
-		n := 0
-		for _, r := range out.Results {
-			if r.Status == domain.Stored {
-				w.add(j.req.Queue, "", r.Partition)
-				n++
-			}
-		}
-		w.addCount(j.req.Queue, n)
+		b.addPushWakes(&wake, delayed, j.req.Queue, out.Results)
 	}
 	// Before the replies: a client that has its answer finds it counted.
 	if b.obs != nil {
 		b.obs.PushTx(took, reqs, outs)
 	}
 	// Wake pops first: the replies below do not depend on them.
-	b.publishWakes(&wake)
-	for d, w := range delayed {
-		time.AfterFunc(d, func() {
-			select {
-			case <-b.quit:
-			default:
-				b.publishWakes(w)
-			}
-		})
-	}
+	b.publishPushWakes(&wake, delayed)
 	var unavailable []*pushJob
 	for i, j := range batch {
 		if outs[i].Err != nil && b.cfg.Spool != nil && errors.Is(outs[i].Err, domain.ErrUnavailable) {
@@ -278,5 +252,41 @@ func (b *Bridge) flushPush(batch []*pushJob) {
 	}
 	if len(unavailable) > 0 {
 		b.spoolJobs(unavailable)
+	}
+}
+
+// addPushWakes notes the wake-ups of a push's results: the partitions
+// that stored messages, in wake, or in delayed for a queue with delay_ms,
+// whose messages become ready only after it: its pops wake then, not now.
+func (b *Bridge) addPushWakes(wake *wakeSet, delayed map[time.Duration]*wakeSet, queue domain.QueueRef, results []domain.PushResult) {
+	w := wake
+	if c, ok := b.st.CachedConfig(queue); ok && c.DelayMS > 0 {
+		d := time.Duration(c.DelayMS) * time.Millisecond
+		if delayed[d] == nil {
+			delayed[d] = &wakeSet{}
+		}
+		w = delayed[d]
+	}
+	n := 0
+	for _, r := range results {
+		if r.Status == domain.Stored {
+			w.add(queue, "", r.Partition)
+			n++
+		}
+	}
+	w.addCount(queue, n)
+}
+
+// publishPushWakes publishes wake now, and each of delayed after its delay.
+func (b *Bridge) publishPushWakes(wake *wakeSet, delayed map[time.Duration]*wakeSet) {
+	b.publishWakes(wake)
+	for d, w := range delayed {
+		time.AfterFunc(d, func() {
+			select {
+			case <-b.quit:
+			default:
+				b.publishWakes(w)
+			}
+		})
 	}
 }

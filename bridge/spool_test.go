@@ -65,6 +65,8 @@ func TestMaintenanceSpoolsAndDrainsInOrder(t *testing.T) {
 	requireError(t, request(t, nc, "comb.pop.mq", `{"group":"g"}`), 503, "maintenance")
 	requireError(t, request(t, nc, "comb.info.mq", ``), 503, "maintenance")
 	requireError(t, request(t, nc, "comb.list", ``), 503, "maintenance")
+	// A transaction is never spooled: its acks need PostgreSQL now.
+	requireError(t, request(t, nc, "comb.txn", `{"push":[{"queue":"mq","messages":[{"data":1}]}]}`), 503, "maintenance")
 	rep = maintenance(t, env, ``)
 	require.True(t, rep.Maintenance)
 	require.EqualValues(t, 3, rep.Spool.Records)

@@ -239,7 +239,7 @@ var settings = []Setting{
 		Usage: "how often a long-polling pop tries again without a wake-up (a safety net)",
 		bind:  func(c *Config) flag.Value { return (*durationValue)(&c.Bridge.RetryInterval) }},
 	{Key: "admin_workers", Group: GroupBridge, kind: kindInt,
-		Usage: "workers that run renew, configure, info, list, delete, seek and dlq",
+		Usage: "workers that run renew, configure, info, list, delete, seek, dlq and txn",
 		bind:  func(c *Config) flag.Value { return &intValue[int]{&c.Bridge.AdminWorkers} }},
 	{Key: "admin_queue", Group: GroupBridge, kind: kindInt,
 		Usage: "admin requests that may wait for a worker before the bridge answers 429",

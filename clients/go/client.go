@@ -171,6 +171,57 @@ func (c *Client) Ack(ctx context.Context, queue, group string, acks []Ack) ([]Ac
 	return out, nil
 }
 
+// Txn settles acks and pushes messages, on any queues, in one transaction
+// of the service: all of it or nothing. It returns a result per ack (each
+// OK) and per push (a result per message), in order, once the transaction
+// is durable. An ack under a lease that expired or is another's refuses the
+// whole transaction with ErrConflict, and nothing of it is applied; so does
+// any other error (ErrNotFound for an ack of a queue that does not exist,
+// ErrLimit, ErrTooLarge, ErrUnavailable). A queue pushed to that does not
+// exist is created with default settings. Producer ids deduplicate as in
+// Push, which makes a consume-transform-produce stage exactly-once: ack the
+// input and push its output, with an id derived from the input, together.
+func (c *Client) Txn(ctx context.Context, acks []TxnAck, pushes []TxnPush) (TxnResult, error) {
+	if len(acks) == 0 && len(pushes) == 0 {
+		return TxnResult{}, nil
+	}
+	var req protocol.TxnRequest
+	for _, a := range acks {
+		if err := checkQueue(a.Queue); err != nil {
+			return TxnResult{}, fmt.Errorf("comb: txn: %w", err)
+		}
+		req.Acks = append(req.Acks, protocol.TxnAck{Queue: a.Queue, Group: a.Group, Ack: wireAck(a.Ack)})
+	}
+	for _, ps := range pushes {
+		if err := checkQueue(ps.Queue); err != nil {
+			return TxnResult{}, fmt.Errorf("comb: txn: %w", err)
+		}
+		w := protocol.TxnPush{Queue: ps.Queue, Messages: make([]protocol.PushMessage, len(ps.Messages))}
+		for i, m := range ps.Messages {
+			w.Messages[i] = pushMessage(m)
+		}
+		req.Push = append(req.Push, w)
+	}
+	var rep protocol.TxnReply
+	if err := c.request(ctx, protocol.VerbTxn, "", req, nil, 0, &rep); err != nil {
+		return TxnResult{}, err
+	}
+	if len(rep.Acks) != len(acks) || len(rep.Push) != len(pushes) {
+		return TxnResult{}, fmt.Errorf("comb: txn: %d ack and %d push results for %d acks and %d pushes", len(rep.Acks), len(rep.Push), len(acks), len(pushes))
+	}
+	out := TxnResult{Acks: make([]AckResult, len(rep.Acks)), Push: make([][]PushResult, len(rep.Push))}
+	for i, r := range rep.Acks {
+		out.Acks[i] = AckResult(r)
+	}
+	for i, r := range rep.Push {
+		if len(r.Results) != len(pushes[i].Messages) {
+			return TxnResult{}, fmt.Errorf("comb: txn: push %d: %d results for %d messages", i, len(r.Results), len(pushes[i].Messages))
+		}
+		out.Push[i] = r.Results
+	}
+	return out, nil
+}
+
 // Renew extends live leases by lease (0: the queue's lease time) from now,
 // and returns one result per lease.
 func (c *Client) Renew(ctx context.Context, queue string, leases []string, lease time.Duration) ([]RenewResult, error) {
@@ -275,7 +326,7 @@ type rawBody []byte
 // timeout by a pop's long-poll time.
 func (c *Client) request(ctx context.Context, verb, queue string, body any, hdr nats.Header, extra time.Duration, out any) error {
 	op := verb
-	if verb != protocol.VerbList {
+	if protocol.TakesQueue(verb) {
 		op = verb + " " + queue
 		if err := checkQueue(queue); err != nil {
 			return fmt.Errorf("comb: %s: %w", op, err)

@@ -154,6 +154,27 @@ func (r AckResult) Err() error {
 	return fmt.Errorf("comb: ack refused: %s", r.Error)
 }
 
+// TxnAck is one ack of a transaction: an Ack of a group (empty means
+// DefaultGroup) on a queue.
+type TxnAck struct {
+	Queue string
+	Group string
+	Ack
+}
+
+// TxnPush is one push of a transaction: messages for one queue.
+type TxnPush struct {
+	Queue    string
+	Messages []Message
+}
+
+// TxnResult is the outcome of a committed transaction: a result per ack
+// and, per push, a result per message, in request order.
+type TxnResult struct {
+	Acks []AckResult
+	Push [][]PushResult
+}
+
 // RenewResult is the outcome of renewing one lease: the wire form.
 type RenewResult = protocol.RenewResult
 

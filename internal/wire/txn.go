@@ -251,3 +251,22 @@ func (p *pushParser) pushes() ([]rawPush, error) {
 		}
 	}
 }
+
+// TxnReply returns a transaction's reply, protocol.TxnReply:
+// {"acks":[{"ok":true}],"push":[{"results":[…]}]}, one element per ack and
+// per push in request order.
+func TxnReply(r domain.TxnResult) []byte {
+	b := make([]byte, 0, 32+16*len(r.Acks)+80*len(r.Push))
+	b = append(b, `{"acks":`...)
+	// The array of an ack reply, {"results":[…]}.
+	acks := AckReply(r.Acks)
+	b = append(b, acks[len(`{"results":`):len(acks)-1]...)
+	b = append(b, `,"push":[`...)
+	for i, res := range r.Push {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, PushReply(res)...)
+	}
+	return append(b, "]}"...)
+}

@@ -154,3 +154,18 @@ func FuzzDecodeTxn(f *testing.F) {
 		}
 	})
 }
+
+func TestTxnReply(t *testing.T) {
+	t.Parallel()
+	b := TxnReply(domain.TxnResult{
+		Acks: []domain.AckResult{{OK: true, Settled: 3}, {OK: true}},
+		Push: [][]domain.PushResult{{{Partition: "eu", Offset: 4, Status: domain.Stored}, {Partition: "eu", Offset: 1, Status: domain.Duplicate}}, {{Partition: "default", Status: domain.Stored}}},
+	})
+	require.JSONEq(t, `{"acks":[{"ok":true},{"ok":true}],"push":[{"results":[{"partition":"eu","offset":4,"status":"stored"},{"partition":"eu","offset":1,"status":"duplicate"}]},{"results":[{"partition":"default","offset":0,"status":"stored"}]}]}`, string(b))
+	var rep protocol.TxnReply
+	require.NoError(t, json.Unmarshal(b, &rep))
+	require.Len(t, rep.Push, 2)
+	require.JSONEq(t, `{"acks":[],"push":[{"results":[{"partition":"p","offset":0,"status":"stored"}]}]}`,
+		string(TxnReply(domain.TxnResult{Push: [][]domain.PushResult{{{Partition: "p", Status: domain.Stored}}}})))
+	require.JSONEq(t, `{"acks":[{"ok":true}],"push":[]}`, string(TxnReply(domain.TxnResult{Acks: []domain.AckResult{{OK: true}}})))
+}

@@ -1,0 +1,96 @@
+package bridge_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/combmq/comb/bridge"
+	"github.com/combmq/comb/internal/combtest"
+)
+
+// longPoll starts a pop that waits up to 8 s and returns its messages.
+func longPoll(t *testing.T, env *combtest.Env, queue, group string) <-chan []msgOut {
+	t.Helper()
+	got := make(chan []msgOut, 1)
+	go func() {
+		var rep struct {
+			Messages []msgOut `json:"messages"`
+		}
+		m, err := env.NC.Request("comb.pop."+queue, fmt.Appendf(nil, `{"group":%q,"wait_ms":8000}`, group), reqTimeout)
+		if err == nil {
+			err = json.Unmarshal(m.Data, &rep)
+		}
+		if err != nil {
+			t.Error(err)
+		}
+		got <- rep.Messages
+	}()
+	return got
+}
+
+func recv(t *testing.T, ch <-chan []msgOut, what string) []msgOut {
+	t.Helper()
+	select {
+	case msgs := <-ch:
+		return msgs
+	case <-time.After(reqTimeout):
+		t.Fatalf("%s: not woken", what)
+		return nil
+	}
+}
+
+// TestTxn: over NATS, a transaction acks and pushes together, wakes the
+// pops its push and its ack made work for, and is refused whole with a 409
+// when a lease is gone, with 400 for a bad body and 404 for an ack of a
+// queue that does not exist.
+func TestTxn(t *testing.T) {
+	t.Parallel()
+	// No safety-net retries: only wake-ups can end the polls early.
+	env := combtest.StartWith(t, combtest.Options{Bridge: bridge.Config{RetryInterval: time.Hour}})
+	nc := env.NC
+	push(t, nc, "tin", `{"messages":[{"data":1},{"data":2}]}`)
+	call(t, nc, "comb.configure.tout", `{"dedup_window_s":60}`, nil)
+	first := pop(t, nc, "tin", `{"group":"g","max":1}`)
+	require.Len(t, first, 1)
+
+	// A consumer of g waits for tin (whose partition first's lease holds),
+	// another for tout (empty).
+	inPoll := longPoll(t, env, "tin", "g")
+	outPoll := longPoll(t, env, "tout", "h")
+	waitFor(t, func() bool { return env.Bridge.Waiting() == 2 })
+
+	body := fmt.Sprintf(`{"acks":[{"queue":"tin","group":"g","offset":%d,"lease":%q}],
+		"push":[{"queue":"tout","messages":[{"id":"in-0","data":{"done":1}}]},{"queue":"tside","messages":[{"data_b64":"AAE="}]}]}`,
+		first[0].Offset, first[0].Lease)
+	m := request(t, nc, "comb.txn", body)
+	require.Empty(t, m.Header.Get("Nats-Service-Error-Code"), "%s", m.Data)
+	require.JSONEq(t, `{"acks":[{"ok":true}],"push":[{"results":[{"partition":"default","offset":0,"status":"stored"}]},{"results":[{"partition":"default","offset":0,"status":"stored"}]}]}`, string(m.Data))
+
+	got := recv(t, outPoll, "the pop of the queue pushed to")
+	require.Len(t, got, 1)
+	require.Equal(t, `{"done":1}`, string(got[0].Data))
+	require.Equal(t, "in-0", got[0].ID)
+	got = recv(t, inPoll, "the pop of the group whose lease the ack ended")
+	require.Len(t, got, 1)
+	require.Equal(t, "2", string(got[0].Data))
+
+	// The same transaction again: the lease is gone, nothing is applied.
+	requireError(t, request(t, nc, "comb.txn", body), 409, "acks[0]: lease expired or not held by this group")
+	require.Equal(t, int64(1), info(t, nc, "tout").Messages)
+	require.Equal(t, int64(1), info(t, nc, "tside").Messages)
+
+	// The live lease of the second message, with the same producer id:
+	// acked, and its output recognised as a duplicate.
+	m = request(t, nc, "comb.txn", fmt.Sprintf(`{"acks":[{"queue":"tin","group":"g","offset":%d,"lease":%q}],
+		"push":[{"queue":"tout","messages":[{"id":"in-0","data":{"done":1}}]}]}`, got[0].Offset, got[0].Lease))
+	require.JSONEq(t, `{"acks":[{"ok":true}],"push":[{"results":[{"partition":"default","offset":0,"status":"duplicate"}]}]}`, string(m.Data))
+	require.Empty(t, pop(t, nc, "tin", `{"group":"g"}`), "both inputs acked")
+
+	requireError(t, request(t, nc, "comb.txn", `{"acks":[{"queue":"tin","offset":0}]}`), 400, "acks[0].lease: required")
+	requireError(t, request(t, nc, "comb.txn", ``), 400, "at least one ack or push")
+	requireError(t, request(t, nc, "comb.txn", `{"acks":[{"queue":"nope","offset":0,"lease":"l-1-a"}]}`), 404, `acks[0]: queue "nope": not found`)
+}
