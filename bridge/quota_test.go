@@ -111,6 +111,12 @@ func TestQuotaMaxBytes(t *testing.T) {
 	require.Equal(t, int64(1000), retained(t, env, "big").Bytes)
 	// Another queue of the tenant shares the tenant's bytes.
 	requireQuota(t, request(t, nc, "comb.put.other", msg), "max_bytes is 1000")
+	// A transaction's pushes count as a push's; its acks alone are no
+	// push, and settle over the quota.
+	requireQuota(t, request(t, nc, "comb.txn", `{"push":[{"queue":"other","messages":[{"data":`+msg+`}]}]}`), "max_bytes is 1000")
+	ms := pop(t, nc, "big", `{"max":1}`)
+	m := request(t, nc, "comb.txn", fmt.Sprintf(`{"acks":[{"queue":"big","offset":%d,"lease":%q}]}`, ms[0].Offset, ms[0].Lease))
+	require.Empty(t, m.Header.Get(micro.ErrorCodeHeader), "%s", m.Data)
 
 	// Freed bytes (here a delete) count again once the bridge has read the
 	// figures anew, within a refresh.

@@ -37,10 +37,13 @@ func (b *Bridge) handleTxn(t *tenant, req micro.Request) {
 	for i := range p.Acks {
 		p.Acks[i].Queue.Tenant = t.name
 	}
-	held, err := t.quota.admitPush(msgs, time.Now())
-	if err != nil {
-		b.fail(t, req, err)
-		return
+	// Acks alone are no push: a tenant over its quota may still settle.
+	var held int64
+	if len(msgs) > 0 {
+		if held, err = t.quota.admitPush(msgs, time.Now()); err != nil {
+			b.fail(t, req, err)
+			return
+		}
 	}
 	c, ok := b.admit(t, req, protocol.VerbTxn)
 	if !ok {
