@@ -319,7 +319,7 @@ const (
 // (slots.go).
 var insertSegmentsSQL = `
 		INSERT INTO comb_segments (partition_id, base_offset, count, bytes, payload, frame_format, slot)
-		SELECT x.pid, p.next_offset - x.n, x.n, x.b, x.payload, `+strconv.Itoa(framesHeaders)+`,
+		SELECT x.pid, p.next_offset - x.n, x.n, x.b, x.payload, ` + strconv.Itoa(framesHeaders) + `,
 		       CASE WHEN x.hot THEN ` + hotSlotSQL + ` ELSE ` + strconv.Itoa(coldSlot) + ` END
 		FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bytea[], $5::bool[]) AS x(pid, n, b, payload, hot)
 		JOIN comb_partitions p ON p.id = x.pid`
