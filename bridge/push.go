@@ -46,47 +46,12 @@ func (b *Bridge) handlePut(t *tenant, req micro.Request) {
 	if b.pushFull(t, req, protocol.VerbPut) {
 		return
 	}
-	h := req.Headers()
-	msg, err := wire.DecodePut(req.Data(), header(h, protocol.HeaderPartition), header(h, protocol.HeaderID), b.lim)
+	msg, err := wire.DecodePut(req.Data(), req.Headers(), b.lim)
 	if err != nil {
 		b.fail(t, req, err)
 		return
 	}
 	b.enqueuePush(t, req, protocol.VerbPut, queue, []domain.PushMessage{msg})
-}
-
-// header returns a request header, matching its name exactly first and
-// then without regard to case: NATS headers are case-sensitive, people
-// typing `nats req -H` are not.
-func header(h micro.Headers, name string) string {
-	if v := h.Get(name); v != "" {
-		return v
-	}
-	for k, v := range h {
-		if len(v) > 0 && equalFold(k, name) {
-			return v[0]
-		}
-	}
-	return ""
-}
-
-func equalFold(a, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := 0; i < len(a); i++ {
-		x, y := a[i], b[i]
-		if 'A' <= x && x <= 'Z' {
-			x += 'a' - 'A'
-		}
-		if 'A' <= y && y <= 'Z' {
-			y += 'a' - 'A'
-		}
-		if x != y {
-			return false
-		}
-	}
-	return true
 }
 
 // pushFull refuses a push at once, before the work of decoding it, when
@@ -101,6 +66,23 @@ func (b *Bridge) pushFull(t *tenant, req micro.Request, verb string) bool {
 	return true
 }
 
+// holdWakeRound rounds the times at which delayed messages wake pops, so
+// that a batch of them needs few timers, and is added once more: a wake a
+// little late costs nothing, one a little early finds the message still
+// held (PostgreSQL's clock set its ready time) and leaves the pop to its
+// retry interval.
+const holdWakeRound = 10 * time.Millisecond
+
+// holdOf is how long after now a pushed message is held back by its own
+// delay_ms or not_before.
+func holdOf(m *domain.PushMessage, now time.Time) time.Duration {
+	d := time.Duration(m.DelayMS) * time.Millisecond
+	if !m.NotBefore.IsZero() {
+		d = max(d, m.NotBefore.Sub(now))
+	}
+	return d
+}
+
 // replyReserve is room kept in a pop reply for everything around one
 // message's data: names, offset, lease, time, and the envelope.
 const replyReserve = 2048
@@ -110,15 +92,15 @@ const replyReserve = 2048
 func (b *Bridge) checkDeliverable(msgs []domain.PushMessage) error {
 	limit := int(b.nc.MaxPayload())
 	for i := range msgs {
-		d, enc := msgs[i].Data, msgs[i].Encoding
+		d, enc, h := msgs[i].Data, msgs[i].Encoding, len(msgs[i].Headers)
 		// Most messages are far below the limit: skip the exact size.
-		if base64.StdEncoding.EncodedLen(len(d))+replyReserve <= limit {
+		if base64.StdEncoding.EncodedLen(len(d))+h+replyReserve <= limit {
 			continue
 		}
-		if n := wire.DataLen(d, enc); n+replyReserve > limit {
+		if n := wire.DataLen(d, enc) + h; n+replyReserve > limit {
 			return protocol.Errorf(protocol.CodeTooLarge,
 				"message %d: %d bytes would take %d in a pop reply, over the NATS server's max_payload of %d bytes",
-				i, len(d), n+replyReserve, limit)
+				i, msgs[i].Size(), n+replyReserve, limit)
 		}
 	}
 	return nil
@@ -219,7 +201,7 @@ func (b *Bridge) flushPush(batch []*pushJob) {
 		if out.Err != nil {
 			continue
 		}
-		b.addPushWakes(&wake, delayed, j.req.Queue, out.Results)
+		b.addPushWakes(&wake, delayed, j.req, out.Results, began)
 	}
 	// Before the replies: a client that has its answer finds it counted.
 	if b.obs != nil {
@@ -256,25 +238,30 @@ func (b *Bridge) flushPush(batch []*pushJob) {
 }
 
 // addPushWakes notes the wake-ups of a push's results: the partitions
-// that stored messages, in wake, or in delayed for a queue with delay_ms,
-// whose messages become ready only after it: its pops wake then, not now.
-func (b *Bridge) addPushWakes(wake *wakeSet, delayed map[time.Duration]*wakeSet, queue domain.QueueRef, results []domain.PushResult) {
-	w := wake
-	if c, ok := b.st.CachedConfig(queue); ok && c.DelayMS > 0 {
-		d := time.Duration(c.DelayMS) * time.Millisecond
-		if delayed[d] == nil {
-			delayed[d] = &wakeSet{}
-		}
-		w = delayed[d]
+// that stored messages, in wake, or in delayed: messages of a queue with
+// delay_ms become ready only after it, and a message pushed with its own
+// delay (and its partition's later ones) only after that: wake their pops
+// then, not now. began is when the push's store call began.
+func (b *Bridge) addPushWakes(wake *wakeSet, delayed map[time.Duration]*wakeSet, req domain.PushParams, results []domain.PushResult, began time.Time) {
+	var queueDelay time.Duration
+	if c, ok := b.st.CachedConfig(req.Queue); ok && c.DelayMS > 0 {
+		queueDelay = time.Duration(c.DelayMS) * time.Millisecond
 	}
-	n := 0
-	for _, r := range results {
-		if r.Status == domain.Stored {
-			w.add(queue, "", r.Partition)
-			n++
+	for k, r := range results {
+		if r.Status != domain.Stored {
+			continue
 		}
+		w := wake
+		if d := max(queueDelay, holdOf(&req.Messages[k], began)); d > 0 {
+			d = d.Round(holdWakeRound) + holdWakeRound
+			if delayed[d] == nil {
+				delayed[d] = &wakeSet{}
+			}
+			w = delayed[d]
+		}
+		w.add(req.Queue, "", r.Partition)
+		w.addCount(req.Queue, 1)
 	}
-	w.addCount(queue, n)
 }
 
 // publishPushWakes publishes wake now, and each of delayed after its delay.

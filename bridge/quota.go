@@ -132,7 +132,7 @@ func (q *quota) admitPush(msgs []domain.PushMessage, now time.Time) (int64, erro
 	n := len(msgs)
 	var size int64
 	for i := range msgs {
-		size += int64(len(msgs[i].Data))
+		size += int64(msgs[i].Size())
 	}
 	var held []*rate.Reservation
 	undo := func() {

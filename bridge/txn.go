@@ -121,7 +121,7 @@ func (b *Bridge) txnWakes(p domain.TxnParams, res domain.TxnResult, began time.T
 		}
 	}
 	for i, ps := range p.Push {
-		b.addPushWakes(&wake, delayed, ps.Queue, res.Push[i])
+		b.addPushWakes(&wake, delayed, ps, res.Push[i], began)
 	}
 	b.publishPushWakes(&wake, delayed)
 }

@@ -121,7 +121,27 @@ type PushMessage struct {
 	ID        string // optional producer id, for deduplication
 	Data      []byte
 	Encoding  Encoding
+	// Headers are the message's headers in their canonical form (see
+	// Headers), nil when it has none. They count toward its size.
+	Headers Headers
+	// DelayMS and NotBefore hold the message back: it becomes deliverable
+	// DelayMS after it is stored, and not before NotBefore (zero: no
+	// bound). The partition's later messages wait behind it.
+	DelayMS   int64
+	NotBefore time.Time
 }
+
+// Delayed reports whether m is held back after it is stored.
+func (m *PushMessage) Delayed() bool { return m.DelayMS > 0 || !m.NotBefore.IsZero() }
+
+// Size is what m counts toward the message limits: its data and headers.
+func (m *PushMessage) Size() int { return len(m.Data) + len(m.Headers) }
+
+// Headers are a message's headers as they are stored and sent in replies:
+// the JSON object {"Name":["value",…],…}, names in byte order, each value
+// an array of strings. The decoders build it from a push's "headers" or a
+// put's NATS headers; nothing else writes it, so it is always valid JSON.
+type Headers []byte
 
 // PushParams is one client's push: messages for one queue. A queue that
 // does not exist is created with DefaultQueueConfig.
@@ -209,6 +229,7 @@ type Message struct {
 	CreatedAt time.Time
 	Data      []byte
 	Encoding  Encoding
+	Headers   Headers // nil when the message has none
 }
 
 // AckStatus is how an ack settles a message.
@@ -364,6 +385,7 @@ type DeadLetter struct {
 	DeadAt    time.Time
 	Data      []byte
 	Encoding  Encoding
+	Headers   Headers // the message's, nil when it had none
 }
 
 // Info is a queue's settings and live figures.

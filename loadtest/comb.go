@@ -51,7 +51,9 @@ func newCombBackend(ctx context.Context, cfg *Config, log *slog.Logger) (*combBa
 		}
 		b.conns = append(b.conns, nc)
 		b.clients = append(b.clients, comb.New(nc))
-		b.raws = append(b.raws, newRawClient(nc, cfg.Queue))
+		raw := newRawClient(nc, cfg.Queue)
+		raw.headers = loadHeaderJSON(cfg.Headers)
+		b.raws = append(b.raws, raw)
 	}
 	// The window is set even when off, so that a run without ids after a
 	// run with them says what the queue is configured with.
@@ -125,7 +127,7 @@ func (b *combBackend) push(ctx context.Context, part int, payloads [][]byte, ids
 	}
 	msgs := make([]comb.Message, len(payloads))
 	for i, p := range payloads {
-		msgs[i] = comb.Message{Partition: b.parts[part], Data: p}
+		msgs[i] = comb.Message{Partition: b.parts[part], Data: p, Headers: loadHeader(b.cfg.Headers)}
 		if ids.on() {
 			msgs[i].ID = ids.id(i)
 		}

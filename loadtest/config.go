@@ -113,6 +113,10 @@ type Config struct {
 	Payload int
 	// Encoding lays out the message header; see EncodingJSON.
 	Encoding Encoding
+	// Headers, when above zero, gives every message one header, X-Load,
+	// whose stored form ({"X-Load":["hhh…"]}) is Headers bytes; JetStream
+	// gets the same header on every publish. Zero sends none.
+	Headers int
 	// PopBatch is the most messages one pop returns.
 	PopBatch int
 	// PopPartitions is the most partitions one pop leases.
@@ -220,6 +224,10 @@ const (
 	maxPartitions = 100000
 	maxWorkers    = 10000
 	maxPayload    = 1 << 20
+	// minHeaders is the stored size of X-Load with an empty value, and
+	// maxHeaders a bound well inside any message limit.
+	minHeaders = len(`{"X-Load":[""]}`)
+	maxHeaders = 64 << 10
 	// maxDedupWindow is the broker's limit on dedup_window_s.
 	maxDedupWindow = time.Duration(protocol.MaxDedupWindowS) * time.Second
 	// minLease is the broker's lower bound on lease_ms.
@@ -298,6 +306,9 @@ func (c *Config) validate() error {
 		errs = append(errs, err)
 	} else {
 		inRange("payload", c.Payload, minPayload(c.Encoding), maxPayload)
+	}
+	if c.Headers != 0 {
+		inRange("headers", c.Headers, minHeaders, maxHeaders)
 	}
 	if c.Duration <= 0 {
 		bad("duration %s: want > 0", c.Duration)

@@ -185,11 +185,18 @@ func (b *jetStreamBackend) push(ctx context.Context, part int, payloads [][]byte
 	futures := make([]jetstream.PubAckFuture, 0, len(payloads))
 	var firstErr error
 	var opts []jetstream.PublishOpt
+	hdr := loadHeader(b.cfg.Headers)
 	for i, p := range payloads {
 		if ids.on() {
 			opts = append(opts[:0], jetstream.WithMsgID(ids.id(i)))
 		}
-		f, err := js.PublishAsync(subj, p, opts...)
+		var f jetstream.PubAckFuture
+		var err error
+		if hdr != nil {
+			f, err = js.PublishMsgAsync(&nats.Msg{Subject: subj, Data: p, Header: hdr}, opts...)
+		} else {
+			f, err = js.PublishAsync(subj, p, opts...)
+		}
 		if err != nil {
 			firstErr = fmt.Errorf("publish: %w", err)
 			break

@@ -32,6 +32,9 @@ func (r *runner) printConfig() {
 	if c.DedupWindow > 0 {
 		dedup = fmt.Sprintf("dedup-window=%s, a unique producer id per message", c.DedupWindow)
 	}
+	if c.Headers > 0 {
+		dedup += fmt.Sprintf(" | headers=%dB per message", c.Headers)
+	}
 	if c.Mode == ModeOpenLoop {
 		fmt.Fprintf(&b, "  offered: rate=%d msg/s | push-batch=%d -> %.1f req/s across %d pacer workers | max-inflight=%d | payload=%dB (%s) | %s\n",
 			c.Rate, c.PushBatch, c.requestsPerSecond(), c.Pacers, c.MaxInflight, c.Payload, c.Encoding, dedup)

@@ -145,7 +145,7 @@ func benchRawLoaderSide(b *testing.B, enc Encoding) {
 	b.SetBytes(int64(len(payloads) * 256))
 	var body []byte
 	for b.Loop() {
-		body = appendPushBody(body[:0], "p3", payloads, enc, msgIDs{})
+		body = appendPushBody(body[:0], "p3", payloads, enc, msgIDs{}, nil)
 		got, err := parsePopReply(reply, nil)
 		if err != nil {
 			b.Fatal(err)

@@ -43,6 +43,7 @@ type rawClient struct {
 	subPush string
 	subPop  string
 	subAck  string
+	headers []byte // every message's "headers" object, nil for none
 }
 
 func newRawClient(nc *nats.Conn, queue string) *rawClient {
@@ -92,7 +93,7 @@ func (c *rawClient) request(ctx context.Context, verb, subject string, body []by
 func (c *rawClient) push(ctx context.Context, partition string, payloads [][]byte, enc Encoding, ids msgIDs) (int, error) {
 	bp := bodyPool.Get().(*[]byte)
 	defer bodyPool.Put(bp)
-	b := appendPushBody((*bp)[:0], partition, payloads, enc, ids)
+	b := appendPushBody((*bp)[:0], partition, payloads, enc, ids, c.headers)
 	*bp = b
 	reply, err := c.request(ctx, "push", c.subPush, b, 0)
 	if err != nil {
@@ -102,8 +103,8 @@ func (c *rawClient) push(ctx context.Context, partition string, payloads [][]byt
 }
 
 // appendPushBody appends a push request's JSON to b, with the producer
-// ids ids names.
-func appendPushBody(b []byte, partition string, payloads [][]byte, enc Encoding, ids msgIDs) []byte {
+// ids ids names and, unless nil, the headers object hdr on every message.
+func appendPushBody(b []byte, partition string, payloads [][]byte, enc Encoding, ids msgIDs, hdr []byte) []byte {
 	b = append(b, `{"messages":[`...)
 	for i, p := range payloads {
 		if i > 0 {
@@ -117,6 +118,10 @@ func appendPushBody(b []byte, partition string, payloads [][]byte, enc Encoding,
 			b = append(b, `,"id":"`...)
 			b = ids.appendID(b, i)
 			b = append(b, '"')
+		}
+		if hdr != nil {
+			b = append(b, `,"headers":`...)
+			b = append(b, hdr...)
 		}
 		if enc == EncodingJSON {
 			b = append(b, `,"data":`...)

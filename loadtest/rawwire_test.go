@@ -110,7 +110,7 @@ func TestRawPushIDsDecode(t *testing.T) {
 				for _, first := range []uint64{1, 1 << 40, 1<<64 - 3} {
 					ids := msgIDs{set: true, run: run, producer: producer, partition: partition, first: first}
 					payloads := [][]byte{encodePayload(nil, enc, 256, &h), encodePayload(nil, enc, 64, &h), encodePayload(nil, enc, 64, &h)}
-					body := appendPushBody(nil, "p7", payloads, enc, ids)
+					body := appendPushBody(nil, "p7", payloads, enc, ids, nil)
 					require.True(t, json.Valid(body))
 					got, err := wire.DecodePush(body, wire.DefaultLimits())
 					require.NoError(t, err)
@@ -141,7 +141,7 @@ func TestRawRequestsDecode(t *testing.T) {
 	h := header{Run: 1, Seq: 9}
 	for _, enc := range []Encoding{EncodingJSON, EncodingBinary} {
 		payloads := [][]byte{encodePayload(nil, enc, 256, &h), encodePayload(nil, enc, 64, &h)}
-		body := appendPushBody(nil, "p7", payloads, enc, msgIDs{})
+		body := appendPushBody(nil, "p7", payloads, enc, msgIDs{}, nil)
 		got, err := wire.DecodePush(body, wire.DefaultLimits())
 		require.NoError(t, err)
 		for i := range payloads {
@@ -242,6 +242,7 @@ type rawRequestCase struct {
 	autoAck                         bool
 	payload                         []byte
 	ids                             msgIDs
+	headers                         int // Config.Headers
 }
 
 func checkRawRequests(t *testing.T, c rawRequestCase) {
@@ -254,7 +255,7 @@ func checkRawRequests(t *testing.T, c rawRequestCase) {
 			// (the loader's own are), as its callers promise.
 			payloads = payloads[:1]
 		}
-		body := appendPushBody(nil, c.partition, payloads, enc, c.ids)
+		body := appendPushBody(nil, c.partition, payloads, enc, c.ids, loadHeaderJSON(c.headers))
 		var push protocol.PushRequest
 		strictDecode(t, body, &push)
 		require.Len(t, push.Messages, len(payloads))
@@ -264,6 +265,13 @@ func checkRawRequests(t *testing.T, c rawRequestCase) {
 				require.Equal(t, c.ids.id(i), m.ID)
 			} else {
 				require.Empty(t, m.ID)
+			}
+			if c.headers > 0 {
+				require.Equal(t, protocol.Headers{loadHeaderName: {loadHeaderValue(c.headers)}}, m.Headers)
+				require.Equal(t, string(loadHeaderJSON(c.headers)), string(mustCanonical(t, m.Headers)), "the stored form")
+				require.Len(t, loadHeaderJSON(c.headers), c.headers)
+			} else {
+				require.Nil(t, m.Headers)
 			}
 			if enc == EncodingJSON {
 				require.Nil(t, m.DataB64)
@@ -320,7 +328,17 @@ func TestRawRequestsMatchProtocol(t *testing.T) {
 		checkRawRequests(t, c)
 		c.ids = ids
 		checkRawRequests(t, c)
+		c.headers = 100
+		checkRawRequests(t, c)
 	}
+}
+
+// mustCanonical is the form the broker stores h in.
+func mustCanonical(t *testing.T, h protocol.Headers) []byte {
+	t.Helper()
+	b, err := wire.CanonicalHeaders(h, true)
+	require.NoError(t, err)
+	return b
 }
 
 func rawRequestCases() []rawRequestCase {

@@ -30,7 +30,7 @@ func TestSmokeVerify(t *testing.T) {
 	// for a shorter run alongside, so that both stay honest.
 	// Deduplication on, briefly and slowly, in both clients: every
 	// message carries a producer id, none is a duplicate, verification
-	// holds.
+	// holds. Those runs carry 64 bytes of headers per message too.
 	for _, tc := range []struct {
 		name     string
 		client   loadtest.Client
@@ -40,17 +40,21 @@ func TestSmokeVerify(t *testing.T) {
 	}{
 		{"raw", loadtest.ClientRaw, 10 * time.Second, 2000, 0},
 		{"go", loadtest.ClientGo, 4 * time.Second, 2000, 0},
-		{"raw-dedup", loadtest.ClientRaw, 3 * time.Second, 500, 30 * time.Second},
-		{"go-dedup", loadtest.ClientGo, 3 * time.Second, 500, 30 * time.Second},
+		{"raw-dedup-headers", loadtest.ClientRaw, 3 * time.Second, 500, 30 * time.Second},
+		{"go-dedup-headers", loadtest.ClientGo, 3 * time.Second, 500, 30 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			smoke(t, tc.client, tc.duration, tc.rate, tc.dedup)
+			headers := 0
+			if tc.dedup > 0 {
+				headers = 64
+			}
+			smoke(t, tc.client, tc.duration, tc.rate, tc.dedup, headers)
 		})
 	}
 }
 
-func smoke(t *testing.T, client loadtest.Client, duration time.Duration, rate int, dedup time.Duration) {
+func smoke(t *testing.T, client loadtest.Client, duration time.Duration, rate int, dedup time.Duration, headers int) {
 	env := combtest.Start(t)
 	// A copy of every push request, to see the ids on the wire; it ends
 	// with env's connection.
@@ -63,6 +67,7 @@ func smoke(t *testing.T, client loadtest.Client, duration time.Duration, rate in
 	cfg.Queue = "smoke"
 	cfg.Rate = rate
 	cfg.DedupWindow = dedup
+	cfg.Headers = headers
 	cfg.PushBatch = 50
 	cfg.Partitions = 8
 	cfg.Consumers = 4
@@ -131,6 +136,7 @@ func smoke(t *testing.T, client loadtest.Client, duration time.Duration, rate in
 	require.NoError(t, json.Unmarshal(b, &back))
 	require.Equal(t, r.Counts, back.Counts)
 	require.Equal(t, dedup.Seconds(), back.Settings.DedupWindow)
+	require.Equal(t, headers, back.Settings.Headers)
 	require.Contains(t, out.String(), "[verify comb] OK")
 	require.Contains(t, out.String(), fmt.Sprintf("dedupWindowSeconds=%d", int(dedup.Seconds())))
 	require.Zero(t, r.Counts.PushDuplicates)
@@ -145,6 +151,7 @@ func smoke(t *testing.T, client loadtest.Client, duration time.Duration, rate in
 	require.NoError(t, err)
 	ids := map[string]bool{}
 	for _, m := range msgs {
+		require.Len(t, m.Headers, headers, "headers of the size asked")
 		if dedup == 0 {
 			require.Empty(t, m.ID)
 			continue

@@ -74,6 +74,11 @@ const (
 	// MaxLeaseBytes is the longest lease (or dead-letter id) a request may
 	// carry: they are opaque and short, and anything longer is not one.
 	MaxLeaseBytes = 255
+	// MaxHeaderNameBytes is the longest header name, and MaxHeaders the
+	// most header names on one message; their values count toward the
+	// message's size.
+	MaxHeaderNameBytes = 255
+	MaxHeaders         = 100
 )
 
 // Bounds of queue settings, checked by configure. Each bounds a cost or a

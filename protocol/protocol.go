@@ -121,6 +121,14 @@ const (
 	// HeaderPartition and HeaderID carry a put's partition and producer id.
 	HeaderPartition = "Comb-Partition"
 	HeaderID        = "Comb-Id"
+	// HeaderDelayMS and HeaderNotBefore hold a put's message back, like a
+	// push message's delay_ms and not_before.
+	HeaderDelayMS   = "Comb-Delay-Ms"
+	HeaderNotBefore = "Comb-Not-Before"
+	// HeaderReservedPrefix starts the names of Comb's own headers: a
+	// message may not carry headers of that name, and a put with an
+	// unknown one is a 400.
+	HeaderReservedPrefix = "Comb-"
 	// HeaderError and HeaderErrorCode are the NATS micro framework's error
 	// headers, set on every error reply: the message and the code.
 	HeaderError     = "Nats-Service-Error"

@@ -387,8 +387,23 @@ func TestJSONFieldsDocumented(t *testing.T) {
 		protocol.AckCompleted, protocol.AckRetry, protocol.AckFailed, protocol.AckDead,
 		protocol.FromAll, protocol.FromNew, protocol.SeekStart, protocol.SeekEnd,
 		protocol.HeaderPartition, protocol.HeaderID, protocol.HeaderError, protocol.HeaderErrorCode,
+		protocol.HeaderDelayMS, protocol.HeaderNotBefore,
 	}) {
 		require.True(t, bytes.Contains(doc, []byte("`"+s+"`")) || bytes.Contains(doc, []byte(`"`+s+`"`)) ||
 			bytes.Contains(doc, []byte("comb."+s)), "%q is not in docs/protocol.md", s)
 	}
+}
+
+// TestHeaderValues: a pushed header value may be one string or an array of
+// strings; replies always write arrays.
+func TestHeaderValues(t *testing.T) {
+	t.Parallel()
+	var m protocol.PushMessage
+	require.NoError(t, json.Unmarshal([]byte(`{"headers":{"a":"1","b":["2","3"],"c":null}}`), &m))
+	require.Equal(t, protocol.Headers{"a": {"1"}, "b": {"2", "3"}, "c": nil}, m.Headers)
+	require.Error(t, json.Unmarshal([]byte(`{"headers":{"a":1}}`), &m))
+	require.Error(t, json.Unmarshal([]byte(`{"headers":{"a":[1]}}`), &m))
+	b, err := json.Marshal(protocol.Delivery{Headers: protocol.Headers{"a": {"1"}}})
+	require.NoError(t, err)
+	require.Contains(t, string(b), `"headers":{"a":["1"]}`)
 }

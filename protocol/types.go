@@ -24,6 +24,45 @@ type PushMessage struct {
 	ID      string          `json:"id,omitempty"`
 	Data    json.RawMessage `json:"data,omitempty"`
 	DataB64 *string         `json:"data_b64,omitempty"`
+	// Headers travel with the message and come back on pop; a value may
+	// be one string or an array of strings. Names starting with "Comb-"
+	// are reserved. They count toward the message's size.
+	Headers Headers `json:"headers,omitempty"`
+	// DelayMS (0..MaxDelayMS) holds the message back this long after it is
+	// stored; NotBefore (RFC 3339) until that time. At most one of them.
+	// The partition's later messages wait behind it.
+	DelayMS   int64  `json:"delay_ms,omitempty"`
+	NotBefore string `json:"not_before,omitempty"`
+}
+
+// Headers are a message's headers: each name with its values, like NATS
+// headers. Replies write every value as an array of strings; a push may
+// write a single value as a plain string.
+type Headers map[string]HeaderValues
+
+// HeaderValues are the values of one header. It decodes from a string or
+// an array of strings, and encodes as an array.
+type HeaderValues []string
+
+// UnmarshalJSON accepts "v" as ["v"]; null leaves v as it was.
+func (v *HeaderValues) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		*v = HeaderValues{s}
+		return nil
+	}
+	var ss []string
+	if err := json.Unmarshal(b, &ss); err != nil {
+		return err
+	}
+	*v = ss
+	return nil
 }
 
 // PushReply is the reply of push and put: one result per message, in
@@ -66,6 +105,7 @@ type Delivery struct {
 	Lease     string          `json:"lease,omitempty"` // empty with auto_ack
 	Attempt   int             `json:"attempt"`
 	CreatedAt time.Time       `json:"created_at"`
+	Headers   Headers         `json:"headers,omitempty"`
 	Data      json.RawMessage `json:"data,omitempty"`
 	DataB64   *string         `json:"data_b64,omitempty"`
 }
@@ -252,6 +292,7 @@ type DeadLetter struct {
 	Attempts  int             `json:"attempts"`
 	Reason    string          `json:"reason"` // the ack status or cause that dead-lettered it
 	DeadAt    time.Time       `json:"dead_at"`
+	Headers   Headers         `json:"headers,omitempty"`
 	Data      json.RawMessage `json:"data,omitempty"`
 	DataB64   *string         `json:"data_b64,omitempty"`
 }
@@ -319,6 +360,7 @@ type PeekedMessage struct {
 	Offset    int64           `json:"offset"`
 	ID        string          `json:"id,omitempty"`
 	CreatedAt time.Time       `json:"created_at"`
+	Headers   Headers         `json:"headers,omitempty"`
 	Data      json.RawMessage `json:"data,omitempty"`
 	DataB64   *string         `json:"data_b64,omitempty"`
 }

@@ -17,9 +17,14 @@ import (
 //	payload version byte (1), then
 //	        uvarint seq, varint unix nanoseconds,
 //	        string tenant, string queue, uvarint message count,
-//	        per message: string partition, string id, encoding byte, bytes data
+//	        per message: string partition, string id, encoding byte,
+//	        [bytes headers] [uvarint delay ms] [varint not-before unix
+//	        nanoseconds], bytes data
 //
-// where a string or bytes is a uvarint length and that many bytes.
+// where a string or bytes is a uvarint length and that many bytes. The
+// encoding byte's high bits say which of the bracketed fields follow
+// (flagHeaders, flagDelay, flagNotBefore); records written before they
+// existed never set them, so they read as before.
 
 const (
 	headerBytes   = 8
@@ -28,6 +33,14 @@ const (
 	// most protocol.MaxRequestBytes (or the bridge's cap), and its framing
 	// here is never more than twice that. A length past it is garbage.
 	MaxRecordBytes = 64 << 20
+)
+
+// Flags in a message's encoding byte.
+const (
+	flagHeaders   = 0x80
+	flagDelay     = 0x40
+	flagNotBefore = 0x20
+	encodingMask  = 0x03
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -70,7 +83,27 @@ func AppendRecord(dst []byte, r *Record) []byte {
 		m := &r.Push.Messages[i]
 		dst = appendString(dst, m.Partition)
 		dst = appendString(dst, m.ID)
-		dst = append(dst, byte(m.Encoding))
+		flags := byte(m.Encoding) & encodingMask
+		if len(m.Headers) > 0 {
+			flags |= flagHeaders
+		}
+		if m.DelayMS > 0 {
+			flags |= flagDelay
+		}
+		if !m.NotBefore.IsZero() {
+			flags |= flagNotBefore
+		}
+		dst = append(dst, flags)
+		if flags&flagHeaders != 0 {
+			dst = binary.AppendUvarint(dst, uint64(len(m.Headers)))
+			dst = append(dst, m.Headers...)
+		}
+		if flags&flagDelay != 0 {
+			dst = binary.AppendUvarint(dst, uint64(m.DelayMS))
+		}
+		if flags&flagNotBefore != 0 {
+			dst = binary.AppendVarint(dst, m.NotBefore.UnixNano())
+		}
 		dst = binary.AppendUvarint(dst, uint64(len(m.Data)))
 		dst = append(dst, m.Data...)
 	}
@@ -152,7 +185,28 @@ func decodePayload(payload []byte, sum uint32) (Record, error) {
 		m := &r.Push.Messages[i]
 		m.Partition = d.string()
 		m.ID = d.string()
-		m.Encoding = domain.Encoding(d.byte())
+		flags := d.byte()
+		if flags&^(encodingMask|flagHeaders|flagDelay|flagNotBefore) != 0 {
+			d.fail()
+		}
+		m.Encoding = domain.Encoding(flags & encodingMask)
+		if flags&flagHeaders != 0 {
+			if h := d.bytes(); len(h) > 0 {
+				m.Headers = domain.Headers(h)
+			} else {
+				d.fail()
+			}
+		}
+		if flags&flagDelay != 0 {
+			if v := d.uvarint(); v > 0 && v <= 1<<62 {
+				m.DelayMS = int64(v)
+			} else {
+				d.fail()
+			}
+		}
+		if flags&flagNotBefore != 0 {
+			m.NotBefore = time.Unix(0, d.varint())
+		}
 		m.Data = d.bytes()
 	}
 	if d.err == nil && d.off != len(d.b) {

@@ -53,6 +53,9 @@ func TestRecordRoundTrip(t *testing.T) {
 	r := Record{Seq: 7, Time: time.Unix(0, 1234567890123), Push: push("q", "a", "b")}
 	r.Push.Messages[1].Encoding = domain.EncodingBinary
 	r.Push.Messages[1].Data = []byte{0, 1, 2, 0xff}
+	r.Push.Messages[0].Headers = domain.Headers(`{"traceparent":["00-ab-cd-01"]}`)
+	r.Push.Messages[0].DelayMS = 1500
+	r.Push.Messages[1].NotBefore = time.Unix(0, 1764583200123456789)
 	b := AppendRecord([]byte("junk"), &r)[4:]
 	got, n, err := DecodeRecord(b)
 	require.NoError(t, err)
@@ -75,6 +78,9 @@ func TestRecordRoundTrip(t *testing.T) {
 
 func FuzzSpoolRecord(f *testing.F) {
 	r := Record{Seq: 1, Time: time.Unix(1, 2), Push: push("q", "a", "b", "a")}
+	f.Add(AppendRecord(nil, &r))
+	r.Push.Messages[1].Headers, r.Push.Messages[1].DelayMS = domain.Headers(`{"a":["b"]}`), 5
+	r.Push.Messages[2].NotBefore = time.Unix(0, 99)
 	f.Add(AppendRecord(nil, &r))
 	f.Add([]byte{})
 	f.Add([]byte{1, 0, 0, 0, 0, 0, 0, 0, 1})

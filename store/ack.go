@@ -412,17 +412,17 @@ func (s *Store) deadLetter(ctx context.Context, tx pgx.Tx, q queueRow, group, pa
 	}
 	rest := payload
 	for o := base; ; o++ {
-		id, data, enc, r, err := readFrame(rest, format)
+		f, r, err := readFrame(rest, format)
 		if err != nil {
 			return 0, nil // offset past the segment: removed by retention
 		}
 		if o == off {
 			_, err := tx.Exec(ctx, `
 				INSERT INTO comb_dead_letters (queue_id, group_name, partition_id, partition, msg_offset,
-				                               producer_id, attempts, reason, data, encoding)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-				q.ID, group, pid, partition, off, string(id), attempts, reason, data, int16(enc))
-			return int64(len(data)), err
+				                               producer_id, attempts, reason, data, encoding, headers)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+				q.ID, group, pid, partition, off, string(f.id), attempts, reason, f.data, int16(f.enc), []byte(f.headers))
+			return int64(len(f.data) + len(f.headers)), err
 		}
 		rest = r
 	}

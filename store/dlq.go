@@ -50,7 +50,7 @@ func (s *Store) DeadLetters(ctx context.Context, dq domain.DLQParams) ([]domain.
 		}
 	}
 	rows, err := s.pool.Query(ctx, `
-		SELECT id, group_name, partition, msg_offset, producer_id, attempts, reason, dead_at, data, encoding
+		SELECT id, group_name, partition, msg_offset, producer_id, attempts, reason, dead_at, data, encoding, headers
 		FROM comb_dead_letters
 		WHERE queue_id = $1 AND ($2 = '' OR group_name = $2) AND id > $3
 		ORDER BY id LIMIT $4`, q.ID, dq.Group, after, limit+1)
@@ -63,11 +63,16 @@ func (s *Store) DeadLetters(ctx context.Context, dq domain.DLQParams) ([]domain.
 		enc      int16
 		d        domain.DeadLetter
 		dead     time.Time
+		headers  []byte
 	)
 	out := []domain.DeadLetter{}
-	_, err = pgx.ForEachRow(rows, []any{&id, &d.Group, &d.Partition, &d.Offset, &d.ID, &attempts, &d.Reason, &dead, &d.Data, &enc}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&id, &d.Group, &d.Partition, &d.Offset, &d.ID, &attempts, &d.Reason, &dead, &d.Data, &enc, &headers}, func() error {
 		d.DLQID, d.Attempts, d.DeadAt, d.Encoding = "d-"+strconv.FormatInt(id, 10), int(attempts), dead, domain.Encoding(enc)
 		d.Data = append([]byte(nil), d.Data...)
+		d.Headers = nil
+		if len(headers) > 0 {
+			d.Headers = append(domain.Headers(nil), headers...)
+		}
 		out = append(out, d)
 		return nil
 	})
@@ -96,7 +101,7 @@ func (s *Store) ReplayDeadLetters(ctx context.Context, queue domain.QueueRef, id
 		return 0, err
 	}
 	rows, err := s.pool.Query(ctx, `
-		SELECT id, partition, producer_id, data, encoding FROM comb_dead_letters
+		SELECT id, partition, producer_id, data, encoding, headers FROM comb_dead_letters
 		WHERE queue_id = $1 AND id = ANY($2) ORDER BY id`, q.ID, nums)
 	if err != nil {
 		return 0, fmt.Errorf("replay: %w", classify(err))
@@ -106,8 +111,13 @@ func (s *Store) ReplayDeadLetters(ctx context.Context, queue domain.QueueRef, id
 	var id int64
 	var enc int16
 	var m domain.PushMessage
-	if _, err := pgx.ForEachRow(rows, []any{&id, &m.Partition, &m.ID, &m.Data, &enc}, func() error {
+	var headers []byte
+	if _, err := pgx.ForEachRow(rows, []any{&id, &m.Partition, &m.ID, &m.Data, &enc, &headers}, func() error {
 		m.Data, m.Encoding = append([]byte(nil), m.Data...), domain.Encoding(enc)
+		m.Headers = nil
+		if len(headers) > 0 {
+			m.Headers = append(domain.Headers(nil), headers...)
+		}
 		req.Messages = append(req.Messages, m)
 		found = append(found, id)
 		return nil

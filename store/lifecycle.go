@@ -84,6 +84,16 @@ func (s *Store) Sweep(ctx context.Context) (SweepStats, error) {
 			return st, fmt.Errorf("sweep %q: %w", q.ref(), classify(err))
 		}
 	}
+	// Holds whose time has come hold nothing back any more (a pop looks
+	// only at those still ahead): forget them, in bounded steps.
+	tag, err := s.pool.Exec(ctx, `
+		DELETE FROM comb_holds WHERE ctid = ANY(ARRAY(
+		    SELECT ctid FROM comb_holds WHERE ready_at < now() LIMIT $1))`, sweepStep*10)
+	if err != nil {
+		return st, fmt.Errorf("sweep holds: %w", classify(err))
+	}
+	st.Holds = tag.RowsAffected()
+	st.More = st.More || st.Holds == sweepStep*10
 	st.Slots, err = s.maintainSlotsIfDue(ctx)
 	return st, err
 }

@@ -111,7 +111,7 @@ func (s *Store) peekRange(ctx context.Context, queueID int64, partition string, 
 		// segment, and let the messages alias the copy.
 		rest := append([]byte(nil), payload...)
 		for off := *base; off < *base+int64(*count) && len(page.Messages) < limit; off++ {
-			id, data, enc, r, err := readFrame(rest, *format)
+			f, r, err := readFrame(rest, *format)
 			if err != nil {
 				return fmt.Errorf("partition %q segment %d: %w", partition, *base, err)
 			}
@@ -120,7 +120,7 @@ func (s *Store) peekRange(ctx context.Context, queueID int64, partition string, 
 				continue
 			}
 			page.Messages = append(page.Messages, domain.Message{
-				Partition: partition, Offset: off, ID: string(id), CreatedAt: *created, Data: data, Encoding: enc,
+				Partition: partition, Offset: off, ID: string(f.id), CreatedAt: *created, Data: f.data, Encoding: f.enc, Headers: f.headers,
 			})
 		}
 		return nil

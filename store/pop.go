@@ -25,13 +25,13 @@ import (
 // filter.) A cursor is ready when its partition has messages past the
 // committed offset and it holds no live lease, so a group holds at most one
 // lease per partition and gets a partition's messages in offset order.
-var popSQL = fmt.Sprintf(popSQLTemplate, `p.next_offset`, anyPartition)
+var popSQL = fmt.Sprintf(popSQLTemplate, heldEnd(`p.next_offset`), anyPartition)
 
 // popPartitionSQL is popSQL for a pop that names its partition ($3): it
 // finds the one cursor by its key. One statement for both would test
 // "$3 = 0 OR c.partition_id = $3", which a generic plan cannot answer from
 // the key, so it read every cursor of the group to pop one partition.
-var popPartitionSQL = fmt.Sprintf(popSQLTemplate, `p.next_offset`, onePartition)
+var popPartitionSQL = fmt.Sprintf(popSQLTemplate, heldEnd(`p.next_offset`), onePartition)
 
 const (
 	anyPartition = `c.queue_id = $1 AND c.group_name = $2 AND $3::bigint = 0`
@@ -42,9 +42,22 @@ const (
 // end of its newest segment older than the delay ($9 ms), found by a
 // backward index scan that stops at the first such segment.
 var (
-	popDelayedSQL          = fmt.Sprintf(popSQLTemplate, delayedEnd, anyPartition)
-	popDelayedPartitionSQL = fmt.Sprintf(popSQLTemplate, delayedEnd, onePartition)
+	popDelayedSQL          = fmt.Sprintf(popSQLTemplate, heldEnd(delayedEnd), anyPartition)
+	popDelayedPartitionSQL = fmt.Sprintf(popSQLTemplate, heldEnd(delayedEnd), onePartition)
 )
+
+// heldEnd bounds a partition's ready end by its first pending hold (a
+// message pushed with delay_ms or not_before, comb_holds) at or past the
+// cursor: that message and the ones after it wait, so the partition keeps
+// its order. Only a partition whose held_until is still ahead looks for
+// holds; LEAST ignores the NULL of every other.
+func heldEnd(end string) string {
+	return `least(` + end + `, CASE WHEN p.held_until > now() THEN (
+        SELECT h.msg_offset FROM comb_holds h
+        WHERE h.partition_id = p.id AND h.msg_offset >= greatest(c.committed, p.low_offset)
+          AND h.ready_at > now()
+        ORDER BY h.msg_offset LIMIT 1) END)`
+}
 
 const delayedEnd = `coalesce((
         SELECT s.base_offset + s.count FROM comb_segments s
@@ -212,7 +225,7 @@ func readPop(br pgx.BatchResults, maxN int) ([]domain.Message, []int64, []leased
 		// segment, and let the messages alias the copy.
 		rest := append([]byte(nil), payload...)
 		for off := base; off < base+int64(count); off++ {
-			id, data, enc, r, err := readFrame(rest, format)
+			f, r, err := readFrame(rest, format)
 			if err != nil {
 				return fmt.Errorf("partition %d segment %d: %w", partID, base, err)
 			}
@@ -225,8 +238,8 @@ func readPop(br pgx.BatchResults, maxN int) ([]domain.Message, []int64, []leased
 				att = int(attempts)
 			}
 			out = append(out, domain.Message{
-				Partition: name, Offset: off, ID: string(id), Lease: lease,
-				Attempt: att, CreatedAt: created, Data: data, Encoding: enc,
+				Partition: name, Offset: off, ID: string(f.id), Lease: lease,
+				Attempt: att, CreatedAt: created, Data: f.data, Encoding: f.enc, Headers: f.headers,
 			})
 			pids = append(pids, partID)
 		}
@@ -274,7 +287,7 @@ type trimArgs struct {
 func trimToFit(req domain.PopParams, out []domain.Message, pids []int64, leases []leasedRange) ([]domain.Message, *trimArgs) {
 	size := req.SizeOf
 	if size == nil {
-		size = func(m *domain.Message) int { return len(m.Data) + len(m.ID) + len(m.Partition) + 64 }
+		size = func(m *domain.Message) int { return len(m.Data) + len(m.Headers) + len(m.ID) + len(m.Partition) + 64 }
 	}
 	total, keep := 0, 0
 	for keep < len(out) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -42,6 +43,15 @@ type pushPlan struct {
 	queue  map[int64]int64 // queue id by partition id
 	hot    map[int64]bool  // partitions whose segments go into the ring (slots.go)
 	dedup  bool            // some message is subject to deduplication
+	holds  []hold          // the delayed messages, in the order framed
+}
+
+// hold is a delayed message of a push: where it went and how long it holds
+// its partition back (comb_holds).
+type hold struct {
+	place     *msgPlace
+	delayMS   int64
+	notBefore time.Time
 }
 
 // Push appends the requests' messages in one transaction and returns an
@@ -139,13 +149,13 @@ func (s *Store) plan(ctx context.Context, reqs []domain.PushParams, accepted boo
 		names := make([]string, 0, 1)
 		for j := range r.Messages {
 			m := &r.Messages[j]
-			if !accepted && int64(len(m.Data)) > q.Config.MaxMessageBytes {
+			if !accepted && int64(m.Size()) > q.Config.MaxMessageBytes {
 				which := fmt.Sprintf("message %d", j)
 				if len(r.Messages) == 1 {
 					which = "the message"
 				}
 				out.Err = fmt.Errorf("%w: %s is %d bytes, over the queue's max_message_bytes of %d",
-					domain.ErrTooLarge, which, len(m.Data), q.Config.MaxMessageBytes)
+					domain.ErrTooLarge, which, m.Size(), q.Config.MaxMessageBytes)
 				break
 			}
 			if !slices.Contains(names, m.Partition) {
@@ -230,7 +240,7 @@ func (s *Store) checkLimits(ctx context.Context, p *pushPlan, limited map[int64]
 		}
 		var bytes int64
 		for _, m := range r.Messages {
-			bytes += int64(len(m.Data))
+			bytes += int64(m.Size())
 		}
 		n := int64(len(r.Messages))
 		switch {
@@ -249,6 +259,7 @@ func (s *Store) checkLimits(ctx context.Context, p *pushPlan, limited map[int64]
 // buildSegments frames every message that is not a duplicate into its
 // partition's segment.
 func (p *pushPlan) buildSegments() {
+	p.holds = p.holds[:0]
 	for i, r := range p.reqs {
 		if p.outs[i].Err != nil {
 			continue
@@ -263,10 +274,13 @@ func (p *pushPlan) buildSegments() {
 				seg = &segmentBuf{id: pl.pid}
 				p.segs[pl.pid] = seg
 			}
-			seg.frames = appendFrame(seg.frames, m.ID, m.Data, m.Encoding)
-			seg.bytes += int64(len(m.Data))
+			seg.frames = appendFrame(seg.frames, m.ID, m.Data, m.Encoding, m.Headers)
+			seg.bytes += int64(m.Size())
 			pl.seg, pl.idx = seg, seg.n
 			seg.n++
+			if m.Delayed() {
+				p.holds = append(p.holds, hold{place: pl, delayMS: m.DelayMS, notBefore: m.NotBefore})
+			}
 		}
 	}
 }
@@ -305,13 +319,48 @@ const (
 // (slots.go).
 var insertSegmentsSQL = `
 		INSERT INTO comb_segments (partition_id, base_offset, count, bytes, payload, frame_format, slot)
-		SELECT x.pid, p.next_offset - x.n, x.n, x.b, x.payload, 1,
+		SELECT x.pid, p.next_offset - x.n, x.n, x.b, x.payload, ` + strconv.Itoa(framesHeaders) + `,
 		       CASE WHEN x.hot THEN ` + hotSlotSQL + ` ELSE ` + strconv.Itoa(coldSlot) + ` END
 		FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bytea[], $5::bool[]) AS x(pid, n, b, payload, hot)
 		JOIN comb_partitions p ON p.id = x.pid`
 
+// insertHoldsSQL records the delayed messages of a push and raises their
+// partitions' held_until. It runs after allocOffsetsSQL, so a message's
+// offset is the partition's new next_offset less its distance from the end
+// of the push's segment ($2). A delay counts from the commit's clock, like
+// created_at, whichever bridge pushed; not_before ($4) is absolute, and
+// GREATEST ignores the one that is NULL. A time already past holds nothing
+// and is not recorded.
+const insertHoldsSQL = `
+		WITH h AS (
+		    INSERT INTO comb_holds (partition_id, msg_offset, ready_at)
+		    SELECT x.pid, p.next_offset - x.back, r.at
+		    FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::timestamptz[]) AS x(pid, back, delay, nb)
+		    JOIN comb_partitions p ON p.id = x.pid
+		    CROSS JOIN LATERAL (SELECT greatest(now() + x.delay * interval '1 millisecond', x.nb) AS at) r
+		    WHERE r.at > now()
+		    RETURNING partition_id, ready_at)
+		UPDATE comb_partitions p SET held_until = greatest(p.held_until, m.ready)
+		FROM (SELECT partition_id, max(ready_at) AS ready FROM h GROUP BY partition_id) m
+		WHERE p.id = m.partition_id`
+
+// holdArrays returns the holds as the arrays insertHoldsSQL unnests.
+func (p *pushPlan) holdArrays() (pids, backs, delays []int64, nbs []*time.Time) {
+	for _, h := range p.holds {
+		pids = append(pids, h.place.pid)
+		backs = append(backs, h.place.seg.n-h.place.idx)
+		delays = append(delays, h.delayMS)
+		var nb *time.Time
+		if !h.notBefore.IsZero() {
+			nb = &h.notBefore
+		}
+		nbs = append(nbs, nb)
+	}
+	return pids, backs, delays, nbs
+}
+
 // queueWrite queues the statements that allocate offsets and write the
-// segments, and returns a function that reads their results.
+// segments (and holds), and returns a function that reads their results.
 func (p *pushPlan) queueWrite(b *pgx.Batch) func(br pgx.BatchResults) error {
 	pids, ns, bs, payloads, hot := p.segmentArrays()
 	if len(pids) == 0 {
@@ -319,6 +368,11 @@ func (p *pushPlan) queueWrite(b *pgx.Batch) func(br pgx.BatchResults) error {
 	}
 	b.Queue(allocOffsetsSQL, pids, ns, bs)
 	b.Queue(insertSegmentsSQL, pids, ns, bs, payloads, hot)
+	holds := len(p.holds) > 0
+	if holds {
+		hp, hb, hd, hn := p.holdArrays()
+		b.Queue(insertHoldsSQL, hp, hb, hd, hn)
+	}
 	return func(br pgx.BatchResults) error {
 		rows, err := br.Query()
 		if err != nil {
@@ -331,6 +385,9 @@ func (p *pushPlan) queueWrite(b *pgx.Batch) func(br pgx.BatchResults) error {
 			}
 			return nil
 		}); err != nil {
+			return err
+		}
+		if _, err = br.Exec(); err != nil || !holds {
 			return err
 		}
 		_, err = br.Exec()

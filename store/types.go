@@ -57,6 +57,8 @@ type SweepStats struct {
 	Messages int64
 	Bytes    int64
 	DedupIDs int64
+	// Holds counts the delayed messages' holds forgotten once past.
+	Holds int64
 	// Slots is what slot maintenance did (see slots.go).
 	Slots SlotStats
 	// More is set when a bound stopped the sweep before it was done.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/combmq/comb/protocol"
 )
@@ -36,6 +37,7 @@ type Client struct {
 	nc      *nats.Conn
 	prefix  string
 	timeout time.Duration
+	prop    propagation.TextMapPropagator // nil: OpenTelemetry's global one
 }
 
 // Option configures a Client.
@@ -80,6 +82,7 @@ func (c *Client) Push(ctx context.Context, queue string, msgs []Message) ([]Push
 	}
 	req := protocol.PushRequest{Messages: make([]protocol.PushMessage, len(msgs))}
 	for i, m := range msgs {
+		m.Headers = c.inject(ctx, m.Headers)
 		req.Messages[i] = pushMessage(m)
 	}
 	var rep protocol.PushReply
@@ -95,15 +98,24 @@ func (c *Client) Push(ctx context.Context, queue string, msgs []Message) ([]Push
 // Put appends one message. Its bytes travel as the request body unchanged,
 // and the options as headers; this is the verb to use from the nats CLI.
 func (c *Client) Put(ctx context.Context, queue string, data []byte, opts PutOptions) (PushResult, error) {
-	var hdr nats.Header
-	if opts.Partition != "" || opts.ID != "" {
-		hdr = nats.Header{}
-		if opts.Partition != "" {
-			hdr.Set(HeaderPartition, opts.Partition)
+	hdr := c.inject(ctx, opts.Headers)
+	set := func(name, v string) {
+		if hdr == nil {
+			hdr = nats.Header{}
 		}
-		if opts.ID != "" {
-			hdr.Set(HeaderID, opts.ID)
-		}
+		hdr[name] = []string{v}
+	}
+	if opts.Partition != "" {
+		set(HeaderPartition, opts.Partition)
+	}
+	if opts.ID != "" {
+		set(HeaderID, opts.ID)
+	}
+	if ms := durationMS(opts.Delay); ms > 0 {
+		set(protocol.HeaderDelayMS, strconv.FormatInt(ms, 10))
+	}
+	if !opts.NotBefore.IsZero() {
+		set(protocol.HeaderNotBefore, opts.NotBefore.UTC().Format(time.RFC3339Nano))
 	}
 	var rep protocol.PushReply
 	if err := c.request(ctx, protocol.VerbPut, queue, rawBody(data), hdr, 0, &rep); err != nil {

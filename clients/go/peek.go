@@ -63,7 +63,7 @@ func (c *Client) Peek(ctx context.Context, queue string, q PeekQuery) (PeekPage,
 	}
 	for _, m := range rep.Messages {
 		d, err := delivery(protocol.Delivery{Partition: m.Partition, Offset: m.Offset, ID: m.ID,
-			CreatedAt: m.CreatedAt, Data: m.Data, DataB64: m.DataB64})
+			CreatedAt: m.CreatedAt, Headers: m.Headers, Data: m.Data, DataB64: m.DataB64})
 		if err != nil {
 			return PeekPage{}, err
 		}

@@ -8,6 +8,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/combmq/comb/protocol"
 )
 
@@ -68,16 +70,31 @@ type Message struct {
 	ID string
 	// Data is the message, any bytes.
 	Data []byte
+	// Headers travel with the message to its consumers; names starting
+	// with "Comb-" are reserved. They count toward the message's size.
+	// Push adds the trace context of its ctx (see WithPropagator).
+	Headers nats.Header
+	// Delay holds the message back this long after it is stored, and
+	// NotBefore until a time (at most one of them). The partition's later
+	// messages wait behind it, so its order is kept.
+	Delay     time.Duration
+	NotBefore time.Time
 }
 
 // PushResult is the outcome of one pushed message: the wire form.
 type PushResult = protocol.PushResult
 
 // PutOptions are the options of Client.Put, sent as the headers
-// Comb-Partition and Comb-Id.
+// Comb-Partition, Comb-Id, Comb-Delay-Ms and Comb-Not-Before, and the
+// message's own headers.
 type PutOptions struct {
 	Partition string
 	ID        string
+	// Headers are the message's headers, as Message.Headers.
+	Headers nats.Header
+	// Delay and NotBefore hold the message back, as in Message.
+	Delay     time.Duration
+	NotBefore time.Time
 }
 
 // PopOptions are the options of Client.Pop; the zero value pops up to
@@ -119,6 +136,9 @@ type Delivery struct {
 	Attempt   int
 	CreatedAt time.Time
 	Data      []byte
+	// Headers are the message's headers, nil when it has none. The trace
+	// context of its producer is there; TraceContext reads it.
+	Headers nats.Header
 }
 
 // Ack settles a leased message and, cumulatively, every earlier message of
@@ -225,6 +245,7 @@ type DeadLetter struct {
 	Reason    string // the ack status or cause that dead-lettered it
 	DeadAt    time.Time
 	Data      []byte
+	Headers   nats.Header // the message's, nil when it had none
 }
 
 // The conversions between the client's types and the wire shapes of the
@@ -233,9 +254,36 @@ type DeadLetter struct {
 
 // pushMessage is the wire form of m.
 func pushMessage(m Message) protocol.PushMessage {
-	w := protocol.PushMessage{Partition: m.Partition, ID: m.ID}
+	w := protocol.PushMessage{Partition: m.Partition, ID: m.ID, Headers: wireHeaders(m.Headers), DelayMS: durationMS(m.Delay)}
+	if !m.NotBefore.IsZero() {
+		w.NotBefore = m.NotBefore.UTC().Format(time.RFC3339Nano)
+	}
 	w.Data, w.DataB64 = encodeData(m.Data)
 	return w
+}
+
+// wireHeaders and natsHeaders convert headers between the client's form
+// and the wire's.
+func wireHeaders(h nats.Header) protocol.Headers {
+	if len(h) == 0 {
+		return nil
+	}
+	w := make(protocol.Headers, len(h))
+	for k, v := range h {
+		w[k] = protocol.HeaderValues(v)
+	}
+	return w
+}
+
+func natsHeaders(w protocol.Headers) nats.Header {
+	if len(w) == 0 {
+		return nil
+	}
+	h := make(nats.Header, len(w))
+	for k, v := range w {
+		h[k] = []string(v)
+	}
+	return h
 }
 
 // encodeData sets the data field of a wire message. Bytes go as "data" only
@@ -290,6 +338,7 @@ func delivery(m protocol.Delivery) (Delivery, error) {
 		Attempt:   m.Attempt,
 		CreatedAt: m.CreatedAt,
 		Data:      data,
+		Headers:   natsHeaders(m.Headers),
 	}, nil
 }
 
@@ -309,6 +358,7 @@ func deadLetter(d protocol.DeadLetter) (DeadLetter, error) {
 		Reason:    d.Reason,
 		DeadAt:    d.DeadAt,
 		Data:      data,
+		Headers:   natsHeaders(d.Headers),
 	}, nil
 }
 

@@ -11,7 +11,10 @@
 # A_CONFIG and B_CONFIG, when set, are `comb serve -config` files for the
 # two sides, and A_AUTH and B_AUTH the loader's NATS credentials
 # (user:password): both sides may then be one revision, to measure a
-# configuration, as auth-ab.sh does.
+# configuration, as auth-ab.sh does. A_FLAGS and B_FLAGS are loadtest
+# flags for one side only, added after the common ones: with one revision
+# on both sides they measure a feature of the load itself, e.g.
+#   A_FLAGS="-headers 0" B_FLAGS="-headers 256" docs/benchmarks/ab.sh HEAD HEAD 2
 # NATS_PORT and PG_PORT move the broker's ports (24222 and 25433), so that
 # two people's runs on one machine do not collide. HTTP_PORT, when set,
 # puts the broker's HTTP listener there (-http; revisions before the
@@ -38,10 +41,11 @@ nats_port=${NATS_PORT:-24222} pg_port=${PG_PORT:-25433} http_port=${HTTP_PORT:-}
 # The private cluster wants its password (docs/security.md); passfile names
 # it, and a revision from before passwords ignores the missing file.
 run() { # side rev index
-	local side=$1 rev=$2 i=$3 data log conf auth name
+	local side=$1 rev=$2 i=$3 data log conf auth name extra
 	conf=$(eval echo "\${${side}_CONFIG:-}") auth=$(eval echo "\${${side}_AUTH:-}")
+	extra=$(eval echo "\${${side}_FLAGS:-}")
 	name=$rev
-	[ -z "${A_CONFIG:-}${A_AUTH:-}${B_CONFIG:-}${B_AUTH:-}" ] || name="$side-$rev"
+	[ -z "${A_CONFIG:-}${A_AUTH:-}${B_CONFIG:-}${B_AUTH:-}${A_FLAGS:-}${B_FLAGS:-}" ] || name="$side-$rev"
 	data=$(mktemp -d -t comb-ab-data.XXXXXX); chmod 755 "$data"
 	log="$out/serve-$name-$i.log"
 	local serve=("$out/comb-$rev" serve -data-dir "$data" -nats-listen 127.0.0.1:$nats_port -nats-http 0 -pg-port $pg_port)
@@ -61,7 +65,7 @@ run() { # side rev index
 	fi
 	"$out/comb-$rev" loadtest -nats "nats://${auth:+$auth@}127.0.0.1:$nats_port" \
 		-postgres-url "postgres://postgres@127.0.0.1:$pg_port/comb?sslmode=disable&passfile=$data/postgres/comb-password" \
-		"${flags[@]}" -verify -report=false -out "$out/run-$name-$i" >"$out/run-$name-$i.out" 2>&1 || true
+		"${flags[@]}" $extra -verify -report=false -out "$out/run-$name-$i" >"$out/run-$name-$i.out" 2>&1 || true
 	[ -z "$scraper" ] || { kill $scraper; wait $scraper || true; }
 	kill -INT $pid; wait $pid || true
 	rm -rf "$data"

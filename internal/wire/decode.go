@@ -3,6 +3,7 @@ package wire
 import (
 	"encoding/base64"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/combmq/comb/domain"
@@ -55,25 +56,55 @@ func DecodePush(body []byte, lim Limits) ([]domain.PushMessage, error) {
 	return toPushMessages(raw, lim)
 }
 
-// DecodePut checks a put: the body is the message, partition and id come
-// from the Comb-Partition and Comb-Id headers (empty when absent).
-func DecodePut(body []byte, partition, id string, lim Limits) (domain.PushMessage, error) {
+// DecodePut checks a put: the body is the message; its NATS headers carry
+// the options Comb-Partition, Comb-Id, Comb-Delay-Ms and Comb-Not-Before
+// (names matched without regard to case), and every other header is kept
+// with the message.
+func DecodePut(body []byte, h map[string][]string, lim Limits) (domain.PushMessage, error) {
 	if err := lim.checkRequest(body); err != nil {
 		return domain.PushMessage{}, err
 	}
-	if lim.MaxMessageBytes > 0 && len(body) > lim.MaxMessageBytes {
-		return domain.PushMessage{}, protocol.Errorf(protocol.CodeTooLarge, "message is %d bytes, over the limit of %d", len(body), lim.MaxMessageBytes)
-	}
-	pm, err := checkMessage(partition, id, protocol.HeaderPartition+" header", protocol.HeaderID+" header")
+	opts, rest, err := splitPutHeaders(h)
 	if err != nil {
 		return domain.PushMessage{}, err
+	}
+	pm, err := checkMessage(opts[protocol.HeaderPartition], opts[protocol.HeaderID], protocol.HeaderPartition+" header", protocol.HeaderID+" header")
+	if err != nil {
+		return domain.PushMessage{}, err
+	}
+	delay, err := putDelay(opts[protocol.HeaderDelayMS])
+	if err != nil {
+		return domain.PushMessage{}, err
+	}
+	if err := checkExtras(&pm, rest, delay, opts[protocol.HeaderNotBefore], time.Now()); err != nil {
+		return domain.PushMessage{}, putHeaderError(err)
 	}
 	pm.Data = body
 	if pm.Data == nil {
 		pm.Data = []byte{}
 	}
 	pm.Encoding = EncodingOf(pm.Data)
+	if lim.MaxMessageBytes > 0 && pm.Size() > lim.MaxMessageBytes {
+		return domain.PushMessage{}, protocol.Errorf(protocol.CodeTooLarge, "message is %d bytes with its headers, over the limit of %d", pm.Size(), lim.MaxMessageBytes)
+	}
 	return pm, nil
+}
+
+// putHeaderError names the put header behind a delay error, since a put has
+// no delay_ms or not_before field.
+func putHeaderError(err error) error {
+	we, ok := protocol.AsError(err)
+	if !ok {
+		return err
+	}
+	msg := we.Message
+	switch {
+	case strings.HasPrefix(msg, "delay_ms: given with not_before"):
+		msg = protocol.HeaderDelayMS + " header: given with " + protocol.HeaderNotBefore + msg[len("delay_ms: given with not_before"):]
+	case strings.HasPrefix(msg, "not_before:"):
+		msg = protocol.HeaderNotBefore + " header:" + msg[len("not_before:"):]
+	}
+	return protocol.Errorf(we.Code, "%s", msg)
 }
 
 // EncodingOf says how a reply carries data: domain.EncodingJSON when

@@ -85,20 +85,99 @@ func TestDecodePushErrors(t *testing.T) {
 
 func TestDecodePut(t *testing.T) {
 	t.Parallel()
-	m, err := DecodePut([]byte("raw \x00 bytes"), "eu", "id-1", DefaultLimits())
+	h := func(kv ...string) map[string][]string {
+		m := map[string][]string{}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = append(m[kv[i]], kv[i+1])
+		}
+		return m
+	}
+	m, err := DecodePut([]byte("raw \x00 bytes"), h("Comb-Partition", "eu", "Comb-Id", "id-1"), DefaultLimits())
 	require.NoError(t, err)
 	require.Equal(t, domain.PushMessage{Partition: "eu", ID: "id-1", Data: []byte("raw \x00 bytes"), Encoding: domain.EncodingBinary}, m)
 
-	m, err = DecodePut(nil, "", "", DefaultLimits())
+	m, err = DecodePut(nil, nil, DefaultLimits())
 	require.NoError(t, err)
 	require.Equal(t, domain.PushMessage{Partition: "default", Data: []byte{}, Encoding: domain.EncodingBinary}, m)
 
-	_, err = DecodePut([]byte("12345"), "", "", Limits{MaxMessageBytes: 4})
+	// Option names match without regard to case; every other header is
+	// kept, in canonical form, and counts toward the size.
+	m, err = DecodePut([]byte(`{"a":1}`), h("comb-partition", "eu", "COMB-DELAY-MS", "1500", "X-B", "2", "traceparent", "00-ab-cd-01", "X-B", "3"), DefaultLimits())
+	require.NoError(t, err)
+	require.Equal(t, "eu", m.Partition)
+	require.Equal(t, int64(1500), m.DelayMS)
+	require.Equal(t, `{"X-B":["2","3"],"traceparent":["00-ab-cd-01"]}`, string(m.Headers))
+	require.Equal(t, domain.EncodingJSON, m.Encoding)
+
+	m, err = DecodePut([]byte("x"), h("Comb-Not-Before", "2026-12-01T10:00:00Z"), DefaultLimits())
+	require.NoError(t, err)
+	require.True(t, m.NotBefore.Equal(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)))
+
+	_, err = DecodePut([]byte("12345"), nil, Limits{MaxMessageBytes: 4})
 	requireWireError(t, err, 413, "message is 5 bytes")
-	_, err = DecodePut([]byte("x"), "a\tb", "", DefaultLimits())
-	requireWireError(t, err, 400, "Comb-Partition header: control character")
-	_, err = DecodePut([]byte("x"), "", "\x01", DefaultLimits())
-	requireWireError(t, err, 400, "Comb-Id header: control character")
+	_, err = DecodePut([]byte("12"), h("X", "123"), Limits{MaxMessageBytes: 4})
+	requireWireError(t, err, 413, "with its headers")
+	for _, c := range []struct {
+		h    map[string][]string
+		want string
+	}{
+		{h("Comb-Partition", "a\tb"), "Comb-Partition header: control character"},
+		{h("Comb-Id", "\x01"), "Comb-Id header: control character"},
+		{h("Comb-Partiton", "eu"), "header Comb-Partiton: unknown"},
+		{h("Comb-Delay-Ms", "soon"), `Comb-Delay-Ms header: "soon" is not a whole number`},
+		{h("Comb-Delay-Ms", "-5"), "Comb-Delay-Ms header: -5 is out of range"},
+		{h("Comb-Delay-Ms", "1", "Comb-Not-Before", "2026-12-01T10:00:00Z"), "Comb-Delay-Ms header: given with Comb-Not-Before; send at most one"},
+		{h("Comb-Not-Before", "tomorrow"), `Comb-Not-Before header: "tomorrow" is not an RFC 3339 time`},
+		{h("Comb-Not-Before", "2126-12-01T10:00:00Z"), "Comb-Not-Before header: 2126-12-01T10:00:00Z is more than"},
+		{h("X", "a\rb"), `headers: "X": value holds a CR, LF or NUL at byte 1`},
+		{h("X", "\xff"), `headers: "X": value is not valid UTF-8`},
+		{h("X:Y", "1"), `headers: name "X:Y": byte 1 is not printable ASCII`},
+	} {
+		_, err := DecodePut([]byte("x"), c.h, DefaultLimits())
+		requireWireError(t, err, 400, c.want)
+	}
+}
+
+func TestDecodePushExtras(t *testing.T) {
+	t.Parallel()
+	msgs, err := DecodePush([]byte(`{"messages":[
+		{"data":1,"headers":{"traceparent":"00-ab-cd-01","X-Multi":["a","b"],"A":""}},
+		{"data":2,"delay_ms":5000},
+		{"data":3,"not_before":"2026-12-01T10:00:00.5+01:00"},
+		{"data":4,"headers":null,"delay_ms":null}]}`), DefaultLimits())
+	require.NoError(t, err)
+	require.Equal(t, `{"A":[""],"X-Multi":["a","b"],"traceparent":["00-ab-cd-01"]}`, string(msgs[0].Headers))
+	require.False(t, msgs[0].Delayed())
+	require.Equal(t, int64(5000), msgs[1].DelayMS)
+	require.True(t, msgs[2].NotBefore.Equal(time.Date(2026, 12, 1, 9, 0, 0, 5e8, time.UTC)))
+	require.Nil(t, msgs[3].Headers)
+	require.False(t, msgs[3].Delayed())
+
+	for body, want := range map[string]string{
+		`{"messages":[{"data":1,"headers":[]}]}`:                                     "messages[0].headers: expected an object of strings or arrays of strings",
+		`{"messages":[{"data":1,"headers":{"a":1}}]}`:                                "messages[0].headers: expected an object",
+		`{"messages":[{"data":1,"headers":{"a":[]}}]}`:                               `messages[0].headers: "a" has no value`,
+		`{"messages":[{"data":1,"headers":{"Comb-Id":"x"}}]}`:                        `messages[0].headers: "Comb-Id": names starting with "Comb-" are reserved`,
+		`{"messages":[{"data":1,"headers":{"":"x"}}]}`:                               `messages[0].headers: name "": must be 1 to 255 bytes`,
+		`{"messages":[{"data":1,"headers":{"a":"\ud800"}}]}`:                         "messages[0].headers.a: a lone surrogate",
+		`{"messages":[{"data":1},{"data":1,"delay_ms":-1}]}`:                         "messages[1].delay_ms: -1 is out of range 0..604800000",
+		`{"messages":[{"data":1,"delay_ms":604800001}]}`:                             "messages[0].delay_ms: 604800001 is out of range",
+		`{"messages":[{"data":1,"delay_ms":1.5}]}`:                                   "messages[0].delay_ms: expected a whole number",
+		`{"messages":[{"data":1,"not_before":5}]}`:                                   "messages[0].not_before: expected a string",
+		`{"messages":[{"data":1,"not_before":"monday"}]}`:                            `messages[0].not_before: "monday" is not an RFC 3339 time`,
+		`{"messages":[{"data":1,"delay_ms":1,"not_before":"2026-12-01T10:00:00Z"}]}`: "messages[0].delay_ms: given with not_before",
+	} {
+		_, err := DecodePush([]byte(body), DefaultLimits())
+		requireWireError(t, err, 400, want)
+	}
+	_, err = DecodePush([]byte(`{"messages":[{"data":12,"headers":{"X":"abc"}}]}`), Limits{MaxMessageBytes: 10})
+	requireWireError(t, err, 413, "messages[0]: message is 15 bytes")
+	var many strings.Builder
+	for i := 0; i <= protocol.MaxHeaders; i++ {
+		fmt.Fprintf(&many, `"h%d":"v",`, i)
+	}
+	_, err = DecodePush([]byte(`{"messages":[{"data":1,"headers":{`+strings.TrimSuffix(many.String(), ",")+`}}]}`), DefaultLimits())
+	requireWireError(t, err, 413, "headers: 101 names, at most 100")
 }
 
 func TestDecodePop(t *testing.T) {

@@ -134,7 +134,7 @@ func AppendTime(b []byte, t time.Time) []byte {
 
 // messageSize estimates a message's encoded size, to size buffers once.
 func messageSize(m *domain.Message) int {
-	return 160 + len(m.Partition) + len(m.ID) + len(m.Lease) + base64.StdEncoding.EncodedLen(len(m.Data))
+	return 160 + len(m.Partition) + len(m.ID) + len(m.Lease) + headersLen(m.Headers) + base64.StdEncoding.EncodedLen(len(m.Data))
 }
 
 // PopReply returns a pop reply, {"messages":[…]}, holding as many of msgs,
@@ -191,9 +191,28 @@ func appendMessage(b []byte, m *domain.Message) []byte {
 	b = strconv.AppendInt(b, int64(m.Attempt), 10)
 	b = append(b, `,"created_at":`...)
 	b = AppendTime(b, m.CreatedAt)
+	b = appendHeaders(b, m.Headers)
 	b = append(b, ',')
 	b = AppendData(b, m.Data, m.Encoding)
 	return append(b, '}')
+}
+
+// appendHeaders appends `,"headers":{…}` when there are headers: they are
+// stored in their reply form (domain.Headers), so they are copied as is.
+func appendHeaders(b []byte, h domain.Headers) []byte {
+	if len(h) == 0 {
+		return b
+	}
+	b = append(b, `,"headers":`...)
+	return append(b, h...)
+}
+
+// headersLen is what appendHeaders writes for h.
+func headersLen(h domain.Headers) int {
+	if len(h) == 0 {
+		return 0
+	}
+	return len(`,"headers":`) + len(h)
 }
 
 // pushStatus is a push status's wire name.
@@ -333,6 +352,7 @@ func appendDeadLetter(b []byte, d *domain.DeadLetter) []byte {
 	b = AppendString(b, d.Reason)
 	b = append(b, `,"dead_at":`...)
 	b = AppendTime(b, d.DeadAt)
+	b = appendHeaders(b, d.Headers)
 	b = append(b, ',')
 	b = AppendData(b, d.Data, d.Encoding)
 	return append(b, '}')
@@ -426,6 +446,7 @@ func MessageSize(m *domain.Message) int {
 	}
 	n += len(strconv.AppendInt(buf[:0], int64(m.Attempt), 10))
 	n += len(m.CreatedAt.UTC().AppendFormat(buf[:0], time.RFC3339Nano))
+	n += headersLen(m.Headers)
 	if isJSON(m.Data, m.Encoding) {
 		n += len(`"data":`) + len(m.Data)
 	} else {
@@ -498,6 +519,7 @@ func PeekReply(page domain.PeekPage, limit int) ([]byte, int) {
 		}
 		b = append(b, `,"created_at":`...)
 		b = AppendTime(b, m.CreatedAt)
+		b = appendHeaders(b, m.Headers)
 		b = append(b, ',')
 		b = AppendData(b, m.Data, m.Encoding)
 		b = append(b, '}')

@@ -2,9 +2,12 @@ package wire
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
+	"time"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -85,6 +88,12 @@ type rawMessage struct {
 	partition, id string
 	data          []byte // nil when absent
 	b64           *string
+	// The rare fields are decoded by encoding/json from their slice of
+	// the body: speed does not matter there, and agreeing with the
+	// reference does.
+	headers   protocol.Headers
+	delayMS   int64
+	notBefore string
 }
 
 func fieldIs(key []byte, name string) bool {
@@ -153,11 +162,43 @@ func (p *pushParser) message(m *rawMessage, n int) error {
 			return p.optString(&m.partition, n, "partition")
 		case fieldIs(key, "id"):
 			return p.optString(&m.id, n, "id")
+		case fieldIs(key, "headers"):
+			return p.rare(&m.headers, n, "headers", "an object of strings or arrays of strings")
+		case fieldIs(key, "delay_ms"):
+			return p.rare(&m.delayMS, n, "delay_ms", "a whole number")
+		case fieldIs(key, "not_before"):
+			return p.rare(&m.notBefore, n, "not_before", "a string")
 		default:
 			return badRequest("messages[%d]: unknown field %q", n, key)
 		}
 		return nil
 	})
+}
+
+// rare parses the value of one of a message's rare fields with
+// encoding/json into dst, as the reference decoder would, after refusing
+// strings that are not their bytes (as for names).
+func (p *pushParser) rare(dst any, n int, field, want string) error {
+	p.ws()
+	start := p.i
+	if err := p.value(1); err != nil {
+		return err
+	}
+	raw := p.b[start:p.i]
+	where := "messages[" + strconv.Itoa(n) + "]." + field
+	if !utf8.Valid(raw) || mayHaveSurrogate(raw) {
+		q := pushParser{b: raw}
+		if err := q.walkStrings(where); err != nil {
+			if we, ok := protocol.AsError(err); ok && strings.HasPrefix(we.Message, "@") {
+				return badRequest("%s", we.Message[1:])
+			}
+			return err
+		}
+	}
+	if err := json.Unmarshal(raw, dst); err != nil {
+		return badRequest("%s: expected %s", where, want)
+	}
+	return nil
 }
 
 // optString parses a string field; null leaves it as it was.
@@ -670,6 +711,7 @@ func toPushMessages(raw []rawMessage, lim Limits) ([]domain.PushMessage, error) 
 		return nil, protocol.Errorf(protocol.CodeTooLarge, "messages: %d messages, at most %d per push", len(raw), protocol.MaxPushMessages)
 	}
 	out := make([]domain.PushMessage, len(raw))
+	now := time.Now()
 	for i := range raw {
 		m := &raw[i]
 		pm, err := checkMessage(m.partition, m.id, "partition", "id")
@@ -695,8 +737,11 @@ func toPushMessages(raw []rawMessage, lim Limits) ([]domain.PushMessage, error) 
 		default:
 			return nil, badRequest("messages[%d]: one of data or data_b64 is required (an empty message is \"data_b64\":\"\")", i)
 		}
-		if lim.MaxMessageBytes > 0 && len(pm.Data) > lim.MaxMessageBytes {
-			return nil, protocol.Errorf(protocol.CodeTooLarge, "messages[%d]: message is %d bytes, over the limit of %d", i, len(pm.Data), lim.MaxMessageBytes)
+		if err := checkExtras(&pm, m.headers, m.delayMS, m.notBefore, now); err != nil {
+			return nil, prefixError("messages["+strconv.Itoa(i)+"]", err)
+		}
+		if lim.MaxMessageBytes > 0 && pm.Size() > lim.MaxMessageBytes {
+			return nil, protocol.Errorf(protocol.CodeTooLarge, "messages[%d]: message is %d bytes, over the limit of %d", i, pm.Size(), lim.MaxMessageBytes)
 		}
 		out[i] = pm
 	}

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
@@ -44,6 +45,7 @@ func decodePushReflect(body []byte, lim Limits) ([]domain.PushMessage, error) {
 		return nil, protocol.Errorf(protocol.CodeTooLarge, "messages: %d messages, at most %d per push", len(req.Messages), protocol.MaxPushMessages)
 	}
 	out := make([]domain.PushMessage, len(req.Messages))
+	now := time.Now()
 	for i := range req.Messages {
 		m := &req.Messages[i]
 		pm, err := checkMessage(m.Partition, m.ID, "partition", "id")
@@ -64,8 +66,11 @@ func decodePushReflect(body []byte, lim Limits) ([]domain.PushMessage, error) {
 		default:
 			return nil, badRequest("messages[%d]: one of data or data_b64 is required (an empty message is \"data_b64\":\"\")", i)
 		}
-		if lim.MaxMessageBytes > 0 && len(pm.Data) > lim.MaxMessageBytes {
-			return nil, protocol.Errorf(protocol.CodeTooLarge, "messages[%d]: message is %d bytes, over the limit of %d", i, len(pm.Data), lim.MaxMessageBytes)
+		if err := checkExtras(&pm, m.Headers, m.DelayMS, m.NotBefore, now); err != nil {
+			return nil, prefixError("messages["+strconv.Itoa(i)+"]", err)
+		}
+		if lim.MaxMessageBytes > 0 && pm.Size() > lim.MaxMessageBytes {
+			return nil, protocol.Errorf(protocol.CodeTooLarge, "messages[%d]: message is %d bytes, over the limit of %d", i, pm.Size(), lim.MaxMessageBytes)
 		}
 		out[i] = pm
 	}
@@ -105,6 +110,14 @@ func FuzzPushParserMatchesEncodingJSON(f *testing.F) {
 		`{"messages":[{"\u017fata":1}]}`, `{"meſſages":[{"data":1}]}`, `{"messages":[{"data":"` + strings.Repeat("[", 3) + `"}]}`,
 		`{"messages":[{"data":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}]}`, `{"messages":[{"data":{"a":1,"a":2}}]}`,
 		`{"messages":[{"data":1e5,"id":"i"},{"data":-0}]}`, "{\"messages\":[{\"data\":\"\t\"}]}", `{}`, ``, `[]`, `nul`,
+		`{"messages":[{"data":1,"headers":{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01","X":["a","b"]}}]}`,
+		`{"messages":[{"data":1,"headers":{"a":"1"},"Headers":{"b":["2"]}}]}`, `{"messages":[{"data":1,"headers":{"a":"1"},"headers":null}]}`,
+		`{"messages":[{"data":1,"headers":{"a":null}}]}`, `{"messages":[{"data":1,"headers":{"a":[]}}]}`, `{"messages":[{"data":1,"headers":{"Comb-X":"1"}}]}`,
+		`{"messages":[{"data":1,"headers":{"a b":"1"}}]}`, `{"messages":[{"data":1,"headers":{"a":"\r"}}]}`, `{"messages":[{"data":1,"headers":{"a":"\ud800"}}]}`,
+		`{"messages":[{"data":1,"headers":[]}]}`, `{"messages":[{"data":1,"headers":{"a":1}}]}`, `{"messages":[{"data":1,"delay_ms":5000}]}`,
+		`{"messages":[{"data":1,"delay_ms":1.5}]}`, `{"messages":[{"data":1,"delay_ms":-1}]}`, `{"messages":[{"data":1,"delay_ms":"5"}]}`,
+		`{"messages":[{"data":1,"not_before":"2026-12-01T10:00:00Z"}]}`, `{"messages":[{"data":1,"not_before":"tomorrow"}]}`,
+		`{"messages":[{"data":1,"not_before":"2026-12-01T10:00:00Z","delay_ms":1}]}`, `{"messages":[{"data":1,"delay_ms":null}]}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -114,7 +127,7 @@ func FuzzPushParserMatchesEncodingJSON(f *testing.F) {
 		if wantErr == nil && isNameMangled(gotErr) {
 			mangled := false
 			for _, m := range want {
-				mangled = mangled || strings.ContainsRune(m.Partition+m.ID, utf8.RuneError)
+				mangled = mangled || strings.ContainsRune(m.Partition+m.ID+string(m.Headers), utf8.RuneError)
 			}
 			require.True(t, mangled, "refused %q (%v), but encoding/json decodes no name to U+FFFD", body, gotErr)
 			return
@@ -132,6 +145,9 @@ func FuzzPushParserMatchesEncodingJSON(f *testing.F) {
 			require.Equal(t, want[i].ID, got[i].ID)
 			require.Equal(t, string(want[i].Data), string(got[i].Data))
 			require.Equal(t, want[i].Encoding, got[i].Encoding)
+			require.Equal(t, string(want[i].Headers), string(got[i].Headers))
+			require.Equal(t, want[i].DelayMS, got[i].DelayMS)
+			require.True(t, want[i].NotBefore.Equal(got[i].NotBefore))
 		}
 	})
 }

@@ -76,6 +76,9 @@ export class Client {
       let s = "{";
       if (m.partition) s += `"partition":${JSON.stringify(m.partition)},`;
       if (m.id) s += `"id":${JSON.stringify(m.id)},`;
+      if (m.headers && Object.keys(m.headers).length > 0) s += `"headers":${JSON.stringify(m.headers)},`;
+      if (m.delayMs && m.delayMs > 0) s += `"delay_ms":${Math.max(1, Math.round(m.delayMs))},`;
+      if (m.notBefore) s += `"not_before":${JSON.stringify(m.notBefore.toISOString())},`;
       return s + dataField(bytesOf(m.data)) + "}";
     });
     const rep = await this.call("push", queue, `{"messages":[${parts.join(",")}]}`);
@@ -88,11 +91,17 @@ export class Client {
    */
   async put(queue: string, data: Data, opts: PutOptions = {}): Promise<PushResult> {
     let hdrs: MsgHdrs | undefined;
-    if (opts.partition || opts.id) {
-      hdrs = natsHeaders();
-      if (opts.partition) hdrs.set(Header.Partition, opts.partition);
-      if (opts.id) hdrs.set(Header.Id, opts.id);
+    const set = (name: string, v: string) => {
+      hdrs ??= natsHeaders();
+      hdrs.append(name, v);
+    };
+    for (const [name, v] of Object.entries(opts.headers ?? {})) {
+      for (const one of Array.isArray(v) ? v : [v]) set(name, one);
     }
+    if (opts.partition) set(Header.Partition, opts.partition);
+    if (opts.id) set(Header.Id, opts.id);
+    if (opts.delayMs && opts.delayMs > 0) set(Header.DelayMs, String(Math.max(1, Math.round(opts.delayMs))));
+    if (opts.notBefore) set(Header.NotBefore, opts.notBefore.toISOString());
     const rep = await this.call("put", queue, bytesOf(data), { headers: hdrs });
     return pushResults(rep, 1, `put ${queue}`)[0]!;
   }
@@ -128,6 +137,7 @@ export class Client {
           new Date(str(m.created_at)),
           messageBytes(m.data as Value, m.data_b64 as Value),
           str(m.id),
+          headersOf(m.headers),
         );
       } catch (e) {
         throw new Error(`comb: ${op}: message ${String(m.partition)}/${String(m.offset)}: ${(e as Error).message}`, { cause: e });
@@ -260,6 +270,7 @@ export class Client {
           reason: str(d.reason),
           deadAt: new Date(str(d.dead_at)),
           data: messageBytes(d.data as Value, d.data_b64 as Value),
+          headers: headersOf(d.headers),
         };
       } catch (e) {
         throw new Error(`comb: ${op}: dead letter ${String(d.dlq_id)}: ${(e as Error).message}`, { cause: e });
@@ -425,6 +436,18 @@ function decodeRaw(msg: Msg, op: string): { [k: string]: Value } {
   } catch (e) {
     throw new Error(`comb: ${op}: decode reply: ${(e as Error).message}`, { cause: e });
   }
+}
+
+/** headersOf reads a reply's "headers": every value an array of strings. */
+function headersOf(v: unknown): Record<string, string[]> {
+  const out: Record<string, string[]> = {};
+  if (v === undefined || v === null) return out;
+  if (typeof v !== "object" || Array.isArray(v)) throw new Error("headers: not an object");
+  for (const [k, vs] of Object.entries(v as Record<string, unknown>)) {
+    if (!Array.isArray(vs) || !vs.every((x) => typeof x === "string")) throw new Error(`headers.${k}: not an array of strings`);
+    out[k] = vs as string[];
+  }
+  return out;
 }
 
 function pushResults(rep: Obj, n: number, op: string): PushResult[] {

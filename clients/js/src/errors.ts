@@ -30,6 +30,10 @@ export const Header = {
   Partition: "Comb-Partition",
   /** The producer id of a put. */
   Id: "Comb-Id",
+  /** Holds a put's message back this many milliseconds. */
+  DelayMs: "Comb-Delay-Ms",
+  /** Holds a put's message back until this RFC 3339 time. */
+  NotBefore: "Comb-Not-Before",
 } as const;
 
 /**

@@ -42,7 +42,18 @@ export interface Message {
   id?: string;
   /** The message: bytes, or a string sent as its UTF-8 encoding. */
   data: Data;
+  /** Headers kept with the message; names starting with "Comb-" are reserved. */
+  headers?: MessageHeaders;
+  /**
+   * Hold the message back this many milliseconds after it is stored, or
+   * until a time (at most one). Its partition's later messages wait behind it.
+   */
+  delayMs?: number;
+  notBefore?: Date;
 }
+
+/** A message's headers: each name with one value or several. Replies always give arrays. */
+export type MessageHeaders = Record<string, string | string[]>;
 
 /** The outcome of one pushed message. */
 export interface PushResult {
@@ -53,10 +64,14 @@ export interface PushResult {
   status: string;
 }
 
-/** Options of put, sent as the headers Comb-Partition and Comb-Id. */
+/** Options of put, sent as the headers Comb-Partition, Comb-Id, Comb-Delay-Ms and Comb-Not-Before. */
 export interface PutOptions {
   partition?: string;
   id?: string;
+  /** The message's own headers, sent as NATS headers. */
+  headers?: MessageHeaders;
+  delayMs?: number;
+  notBefore?: Date;
 }
 
 /** Where a group starts on a partition it has never read. */
@@ -103,6 +118,8 @@ export class Delivery {
     readonly data: Uint8Array,
     /** The producer id, "" when none was given. */
     readonly id: string = "",
+    /** The message's headers, {} when it has none. */
+    readonly headers: Record<string, string[]> = {},
   ) {}
 
   /** The bytes as UTF-8 text. */
@@ -239,6 +256,8 @@ export interface DeadLetter {
   reason: string;
   deadAt: Date;
   data: Uint8Array;
+  /** The message's headers, {} when it had none. */
+  headers: Record<string, string[]>;
 }
 
 /** A page of dead letters and the cursor of the next ("" after the last page). */

@@ -108,6 +108,31 @@ describe("verbs", () => {
     assert.deepEqual([jp.partition, jp.id, jp.text()], ["日本", "ïd", "x"]);
   });
 
+  test("headers travel with messages; delays hold a partition back", async () => {
+    const q = fresh("headers");
+    const tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    await comb.push(q, [{ data: "1", headers: { traceparent: tp, "X-Tags": ["a", "b"] } }, { data: "2" }]);
+    await comb.put(q, "3", { headers: { "X-Put": "p" } });
+    const got = await comb.pop(q, { max: 10, autoAck: true });
+    assert.deepEqual(got.map((d) => d.headers), [{ "X-Tags": ["a", "b"], traceparent: [tp] }, {}, { "X-Put": ["p"] }]);
+    await assert.rejects(comb.push(q, [{ data: "x", headers: { "Comb-Id": "x" } }]), /names starting with "Comb-" are reserved/);
+
+    const later = fresh("later");
+    const t0 = Date.now();
+    await comb.push(later, [{ data: "1", delayMs: 600 }, { data: "2" }]);
+    await comb.put(later, "3", { partition: "p2", notBefore: new Date(Date.now() + 600) });
+    const first = await comb.pop(later, { max: 10, partitions: 2, autoAck: true });
+    if (Date.now() - t0 < 500) assert.deepEqual(first, [], "held back");
+    const all = [...first];
+    while (all.length < 3) {
+      const more = await comb.pop(later, { max: 10, partitions: 2, autoAck: true, waitMs: 5000 });
+      assert.ok(more.length > 0, "woken when the hold is past");
+      all.push(...more);
+    }
+    assert.ok(Date.now() - t0 >= 500);
+    assert.deepEqual(all.filter((d) => d.partition === "default").map((d) => d.text()), ["1", "2"]);
+  });
+
   test("renew extends a live lease and refuses a finished one", async () => {
     const q = fresh("renew");
     await comb.put(q, "1");

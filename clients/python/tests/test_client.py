@@ -41,6 +41,31 @@ async def test_put_headers_and_dedup(client, queue):
     assert (d.id, d.lease, d.data) == ("order-8", "", b'{"sku":43}')
 
 
+async def test_headers_and_delays(client, queue):
+    tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    await client.push(queue, [comb.Message(b"1", headers={"traceparent": tp, "X-Tags": ["a", "b"]}), comb.Message(b"2")])
+    await client.put(queue, b"3", headers={"X-Put": "p"})
+    got = await client.pop(queue, max=10, auto_ack=True)
+    assert [d.headers for d in got] == [{"X-Tags": ["a", "b"], "traceparent": [tp]}, {}, {"X-Put": ["p"]}]
+    with pytest.raises(comb.CombError, match='names starting with "Comb-" are reserved'):
+        await client.push(queue, [comb.Message(b"x", headers={"Comb-Id": "x"})])
+
+    later = queue + ".later"
+    t0 = asyncio.get_running_loop().time()
+    await client.push(later, [comb.Message(b"1", delay=0.6), comb.Message(b"2")])
+    await client.put(later, b"3", partition="p2", not_before=datetime.now(timezone.utc) + timedelta(seconds=0.6))
+    first = await client.pop(later, max=10, partitions=2, auto_ack=True)
+    if asyncio.get_running_loop().time() - t0 < 0.5:
+        assert first == [], "held back"
+    got = list(first)
+    while len(got) < 3:
+        more = await client.pop(later, max=10, partitions=2, auto_ack=True, wait=5)
+        assert more, "woken when the hold is past"
+        got += more
+    assert asyncio.get_running_loop().time() - t0 >= 0.5
+    assert [d.data for d in got if d.partition == "default"] == [b"1", b"2"]
+
+
 @pytest.mark.parametrize("verb", ["push", "put"])
 async def test_bytes_round_trip(client, queue, verb):
     cases = AS_DATA + AS_B64

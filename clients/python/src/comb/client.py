@@ -35,6 +35,8 @@ DEFAULT_TIMEOUT = 10.0
 
 HEADER_PARTITION = "Comb-Partition"
 HEADER_ID = "Comb-Id"
+HEADER_DELAY_MS = "Comb-Delay-Ms"
+HEADER_NOT_BEFORE = "Comb-Not-Before"
 
 
 def _nats_py_errors() -> tuple[tuple[type, ...], tuple[type, ...], tuple[type, ...]]:
@@ -105,6 +107,12 @@ class Client:
                 f["partition"] = m.partition
             if m.id:
                 f["id"] = m.id
+            if m.headers:
+                f["headers"] = m.headers
+            if m.delay > 0:
+                f["delay_ms"] = max(1, round(m.delay * 1000))
+            if m.not_before is not None:
+                f["not_before"] = _wire.format_time(m.not_before)
             parts.append(_wire.object_with_data(f, m.data))
         if not parts:
             return []
@@ -115,14 +123,22 @@ class Client:
             raise CombError(500, f"{len(results)} results for {len(parts)} messages", op=f"push {queue}")
         return results
 
-    async def put(self, queue: str, data: bytes, *, partition: str = "", id: str = "") -> PushResult:
-        """Append one message: its bytes are the request body, unchanged, and
-        partition and id go as the headers Comb-Partition and Comb-Id."""
-        headers = {}
+    async def put(self, queue: str, data: bytes, *, partition: str = "", id: str = "",
+                  headers: Optional[dict[str, str]] = None, delay: float = 0,
+                  not_before: Optional[datetime] = None) -> PushResult:
+        """Append one message: its bytes are the request body, unchanged;
+        partition, id and the hold (delay seconds, or not_before) go as the
+        headers Comb-Partition, Comb-Id, Comb-Delay-Ms and Comb-Not-Before,
+        and headers are the message's own, one value per name."""
+        headers = dict(headers or {})
         if partition:
             headers[HEADER_PARTITION] = partition
         if id:
             headers[HEADER_ID] = id
+        if delay > 0:
+            headers[HEADER_DELAY_MS] = str(max(1, round(delay * 1000)))
+        if not_before is not None:
+            headers[HEADER_NOT_BEFORE] = _wire.format_time(not_before)
         rep = await self._request("put", queue, bytes(data), headers=headers or None)
         results = rep.get("results") or []
         if len(results) != 1:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from datetime import datetime
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 from . import _wire
 
@@ -39,11 +39,18 @@ SEEK_END = "end"
 
 @dataclass(frozen=True)
 class Message:
-    """One message to push: bytes, and optionally a partition and a producer id."""
+    """One message to push: bytes, and optionally a partition, a producer id,
+    headers (a name with one value or a list of them; names starting with
+    "Comb-" are reserved) and a hold: delay seconds after it is stored, or
+    not before a time (at most one). A held message holds back its
+    partition's later messages too, so the partition keeps its order."""
 
     data: bytes
     partition: str = ""
     id: str = ""
+    headers: Optional[dict[str, Union[str, list[str]]]] = None
+    delay: float = 0
+    not_before: Optional[datetime] = None
 
 
 @dataclass(frozen=True)
@@ -68,6 +75,7 @@ class Delivery:
     attempt: int = 0
     id: str = ""
     created_at: Optional[datetime] = None
+    headers: dict[str, list[str]] = field(default_factory=dict)  # each name's values; {} when none
 
     @classmethod
     def _from(cls, d: dict[str, Any]) -> "Delivery":
@@ -79,6 +87,7 @@ class Delivery:
             attempt=d.get("attempt", 0),
             id=d.get("id", ""),
             created_at=_wire.parse_time(d.get("created_at")),
+            headers=dict(d.get("headers") or {}),
         )
 
 
@@ -224,6 +233,7 @@ class DeadLetter:
     reason: str = ""
     id: str = ""
     dead_at: Optional[datetime] = None
+    headers: dict[str, list[str]] = field(default_factory=dict)  # the message's; {} when none
 
     @classmethod
     def _from(cls, d: dict[str, Any]) -> "DeadLetter":
@@ -237,4 +247,5 @@ class DeadLetter:
             reason=d.get("reason", ""),
             id=d.get("id", ""),
             dead_at=_wire.parse_time(d.get("dead_at")),
+            headers=dict(d.get("headers") or {}),
         )
