@@ -94,3 +94,43 @@ func TestTxn(t *testing.T) {
 	requireError(t, request(t, nc, "comb.txn", ``), 400, "at least one ack or push")
 	requireError(t, request(t, nc, "comb.txn", `{"acks":[{"queue":"nope","offset":0,"lease":"l-1-a"}]}`), 404, `acks[0]: queue "nope": not found`)
 }
+
+// TestTxnDelayedPushWakesWhenReady: a transaction's message with its own
+// delay and headers is held back as a push's, and wakes the pop waiting
+// for it once ready, not before.
+func TestTxnDelayedPushWakesWhenReady(t *testing.T) {
+	t.Parallel()
+	env := combtest.StartWith(t, combtest.Options{Bridge: bridge.Config{RetryInterval: time.Hour}})
+	nc := env.NC
+	call(t, nc, "comb.configure.tdelay", ``, nil)
+	got := make(chan map[string]any, 1)
+	go func() {
+		var rep struct {
+			Messages []map[string]any `json:"messages"`
+		}
+		m, err := nc.Request("comb.pop.tdelay", []byte(`{"wait_ms":8000}`), reqTimeout)
+		if err == nil {
+			err = json.Unmarshal(m.Data, &rep)
+		}
+		if err != nil || len(rep.Messages) != 1 {
+			t.Errorf("pop: %v %v", err, rep.Messages)
+			got <- nil
+			return
+		}
+		got <- rep.Messages[0]
+	}()
+	waitFor(t, func() bool { return env.Bridge.Waiting() == 1 })
+	start := time.Now()
+	m := request(t, nc, "comb.txn", `{"push":[{"queue":"tdelay","messages":[{"data":"later","delay_ms":400,"headers":{"trace":"t-1"}}]}]}`)
+	require.Empty(t, m.Header.Get("Nats-Service-Error-Code"), "%s", m.Data)
+	select {
+	case msg := <-got:
+		require.NotNil(t, msg)
+		require.GreaterOrEqual(t, time.Since(start), 400*time.Millisecond, "held back by its delay")
+		require.Less(t, time.Since(start), 5*time.Second, "woken, not found by a retry")
+		require.Equal(t, "later", msg["data"])
+		require.Equal(t, map[string]any{"trace": []any{"t-1"}}, msg["headers"])
+	case <-time.After(reqTimeout):
+		t.Fatal("the waiting pop was not woken")
+	}
+}
