@@ -69,6 +69,7 @@ type deadLetter struct {
 	ID        string          `json:"id"`
 	Attempts  int             `json:"attempts"`
 	Reason    string          `json:"reason"`
+	Error     string          `json:"error"`
 	DeadAt    time.Time       `json:"dead_at"`
 	Data      json.RawMessage `json:"data"`
 	DataB64   *string         `json:"data_b64"`
