@@ -124,7 +124,7 @@ func (b *Bridge) flushAck(batch []*ackJob) {
 	// those pops would find nothing. An ack that holds its partition back
 	// (a retry delay) wakes them when the hold ends.
 	var wake wakeSet
-	delayed := map[time.Duration]*wakeSet{}
+	var delayed map[time.Duration]*wakeSet // made on the first hold: rare
 	for i, j := range batch {
 		out := &outs[i]
 		if out.Err == nil && err != nil {
@@ -140,6 +140,9 @@ func (b *Bridge) flushAck(batch []*ackJob) {
 			part := j.req.Acks[k].Partition
 			switch {
 			case r.OK && r.Hold > 0:
+				if delayed == nil {
+					delayed = map[time.Duration]*wakeSet{}
+				}
 				if delayed[r.Hold] == nil {
 					delayed[r.Hold] = &wakeSet{}
 				}

@@ -373,7 +373,7 @@ func TestConfigureInfoListDelete(t *testing.T) {
 	call(t, nc, "comb.configure.billing.invoices", `{"max_attempts":7}`, &cfg)
 	require.EqualValues(t, 5000, cfg["lease_ms"], "configure merges, never resets")
 	require.EqualValues(t, 7, cfg["max_attempts"])
-	require.Len(t, cfg, 10)
+	require.Len(t, cfg, 13)
 
 	push(t, nc, "billing.invoices", `{"messages":[{"data":1},{"partition":"p2","data":2}]}`)
 	push(t, nc, "auto", `{"messages":[{"data":1}]}`)
