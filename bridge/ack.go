@@ -121,8 +121,10 @@ func (b *Bridge) flushAck(batch []*ackJob) {
 	// may then find something (More), and so may one whose partition a
 	// push's wake-up named during the call (see wakeLog). An ack within
 	// its lease, or one that ends it with nothing behind, wakes nobody:
-	// those pops would find nothing.
+	// those pops would find nothing. An ack that holds its partition back
+	// (a retry delay) wakes them when the hold ends.
 	var wake wakeSet
+	var delayed map[time.Duration]*wakeSet // made on the first hold: rare
 	for i, j := range batch {
 		out := &outs[i]
 		if out.Err == nil && err != nil {
@@ -135,12 +137,25 @@ func (b *Bridge) flushAck(batch []*ackJob) {
 			continue
 		}
 		for k, r := range out.Results {
-			if part := j.req.Acks[k].Partition; b.pops.ackWakes(j.req.Queue, part, r, began) {
+			part := j.req.Acks[k].Partition
+			switch {
+			case r.OK && r.Hold > 0:
+				if delayed == nil {
+					delayed = map[time.Duration]*wakeSet{}
+				}
+				if delayed[r.Hold] == nil {
+					delayed[r.Hold] = &wakeSet{}
+				}
+				delayed[r.Hold].add(j.req.Queue, j.req.Group, part)
+			case b.pops.ackWakes(j.req.Queue, part, r, began):
 				wake.add(j.req.Queue, j.req.Group, part)
 			}
 		}
 	}
 	b.publishWakes(&wake)
+	for d, w := range delayed {
+		b.publishWakesAfter(d, w)
+	}
 	// Before the replies: a client that has its answer finds it counted.
 	if b.obs != nil {
 		b.obs.AckTx(took, reqs, outs)

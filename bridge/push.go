@@ -231,13 +231,7 @@ func (b *Bridge) flushPush(batch []*pushJob) {
 	// Wake pops first: the replies below do not depend on them.
 	b.publishWakes(&wake)
 	for d, w := range delayed {
-		time.AfterFunc(d, func() {
-			select {
-			case <-b.quit:
-			default:
-				b.publishWakes(w)
-			}
-		})
+		b.publishWakesAfter(d, w)
 	}
 	var unavailable []*pushJob
 	for i, j := range batch {

@@ -277,7 +277,9 @@ var ackStatuses = map[string]domain.AckStatus{
 // It returns the group (protocol.DefaultGroup when omitted) and the acks.
 // Each ack needs an offset and a lease; partition defaults like a push's,
 // status to completed. An unknown status fails the whole request, so that a
-// client never believes a typo settled anything.
+// client never believes a typo settled anything. delay_ms (0..MaxDelayMS)
+// is only for retry and failed, error (printable UTF-8, at most
+// MaxAckErrorBytes) only for failed and dead; elsewhere each is a 400.
 func DecodeAck(body []byte) (string, []domain.Ack, error) {
 	var req protocol.AckRequest
 	if err := decodeObject(body, &req); err != nil {
@@ -324,6 +326,24 @@ func DecodeAck(body []byte) (string, []domain.Ack, error) {
 			return "", nil, badRequest("acks[%d].status: unknown status %q; want completed, retry, failed or dead", i, a.Status)
 		}
 		ack.Status = status
+		if a.DelayMS != nil {
+			if status != domain.AckRetry && status != domain.AckFailed {
+				return "", nil, badRequest("acks[%d].delay_ms: only with status retry or failed", i)
+			}
+			if err := checkRange("acks["+strconv.Itoa(i)+"].delay_ms", *a.DelayMS, 0, protocol.MaxDelayMS); err != nil {
+				return "", nil, err
+			}
+			ack.DelayMS = a.DelayMS
+		}
+		if a.Error != "" {
+			if status != domain.AckFailed && status != domain.AckDead {
+				return "", nil, badRequest("acks[%d].error: only with status failed or dead", i)
+			}
+			if err := protocol.ValidateText("acks["+strconv.Itoa(i)+"].error", a.Error, protocol.MaxAckErrorBytes); err != nil {
+				return "", nil, err
+			}
+			ack.Error = a.Error
+		}
 		out[i] = ack
 	}
 	return group, out, nil
