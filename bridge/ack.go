@@ -121,8 +121,10 @@ func (b *Bridge) flushAck(batch []*ackJob) {
 	// may then find something (More), and so may one whose partition a
 	// push's wake-up named during the call (see wakeLog). An ack within
 	// its lease, or one that ends it with nothing behind, wakes nobody:
-	// those pops would find nothing.
+	// those pops would find nothing. An ack that holds its partition back
+	// (a retry delay) wakes them when the hold ends.
 	var wake wakeSet
+	var delayed map[time.Duration]*wakeSet // made on the first hold: rare
 	for i, j := range batch {
 		out := &outs[i]
 		if out.Err == nil && err != nil {
@@ -135,12 +137,13 @@ func (b *Bridge) flushAck(batch []*ackJob) {
 			continue
 		}
 		for k, r := range out.Results {
-			if part := j.req.Acks[k].Partition; b.pops.ackWakes(j.req.Queue, part, r, began) {
-				wake.add(j.req.Queue, j.req.Group, part)
-			}
+			b.addAckWake(&wake, &delayed, j.req.Queue, j.req.Group, j.req.Acks[k].Partition, r, began)
 		}
 	}
 	b.publishWakes(&wake)
+	for d, w := range delayed {
+		b.publishWakesAfter(d, w)
+	}
 	// Before the replies: a client that has its answer finds it counted.
 	if b.obs != nil {
 		b.obs.AckTx(took, reqs, outs)
@@ -152,5 +155,23 @@ func (b *Bridge) flushAck(batch []*ackJob) {
 			b.respond(j.call, wire.AckReply(outs[i].Results))
 		}
 		b.finish(j.call)
+	}
+}
+
+// addAckWake notes the wake-up an ack's result calls for: its group's pops
+// of its partition now (ackWakes), or when the hold it put on the
+// partition ends. *delayed is made on the first hold: holds are rare.
+func (b *Bridge) addAckWake(wake *wakeSet, delayed *map[time.Duration]*wakeSet, queue domain.QueueRef, group, part string, r domain.AckResult, began time.Time) {
+	switch {
+	case r.OK && r.Hold > 0:
+		if *delayed == nil {
+			*delayed = map[time.Duration]*wakeSet{}
+		}
+		if (*delayed)[r.Hold] == nil {
+			(*delayed)[r.Hold] = &wakeSet{}
+		}
+		(*delayed)[r.Hold].add(queue, group, part)
+	case b.pops.ackWakes(queue, part, r, began):
+		wake.add(queue, group, part)
 	}
 }

@@ -69,6 +69,7 @@ type deadLetter struct {
 	ID        string          `json:"id"`
 	Attempts  int             `json:"attempts"`
 	Reason    string          `json:"reason"`
+	Error     string          `json:"error"`
 	DeadAt    time.Time       `json:"dead_at"`
 	Data      json.RawMessage `json:"data"`
 	DataB64   *string         `json:"data_b64"`
@@ -372,7 +373,7 @@ func TestConfigureInfoListDelete(t *testing.T) {
 	call(t, nc, "comb.configure.billing.invoices", `{"max_attempts":7}`, &cfg)
 	require.EqualValues(t, 5000, cfg["lease_ms"], "configure merges, never resets")
 	require.EqualValues(t, 7, cfg["max_attempts"])
-	require.Len(t, cfg, 10)
+	require.Len(t, cfg, 13)
 
 	push(t, nc, "billing.invoices", `{"messages":[{"data":1},{"partition":"p2","data":2}]}`)
 	push(t, nc, "auto", `{"messages":[{"data":1}]}`)

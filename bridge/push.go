@@ -268,12 +268,6 @@ func (b *Bridge) addPushWakes(wake *wakeSet, delayed map[time.Duration]*wakeSet,
 func (b *Bridge) publishPushWakes(wake *wakeSet, delayed map[time.Duration]*wakeSet) {
 	b.publishWakes(wake)
 	for d, w := range delayed {
-		time.AfterFunc(d, func() {
-			select {
-			case <-b.quit:
-			default:
-				b.publishWakes(w)
-			}
-		})
+		b.publishWakesAfter(d, w)
 	}
 }

@@ -110,15 +110,13 @@ func resultsMatch(p domain.TxnParams, res domain.TxnResult) bool {
 
 // txnWakes wakes the pops a committed transaction may have given
 // something: those of the queues it pushed to, as a push does, and those
-// of the groups whose partitions its acks freed or made deliverable, as
-// an ack does.
+// of the groups whose partitions its acks freed or made deliverable (at
+// once, or when a retry's hold ends), as an ack does.
 func (b *Bridge) txnWakes(p domain.TxnParams, res domain.TxnResult, began time.Time) {
 	var wake wakeSet
 	delayed := map[time.Duration]*wakeSet{}
 	for i, a := range p.Acks {
-		if b.pops.ackWakes(a.Queue, a.Partition, res.Acks[i], began) {
-			wake.add(a.Queue, a.Group, a.Partition)
-		}
+		b.addAckWake(&wake, &delayed, a.Queue, a.Group, a.Partition, res.Acks[i], began)
 	}
 	for i, ps := range p.Push {
 		b.addPushWakes(&wake, delayed, ps, res.Push[i], began)

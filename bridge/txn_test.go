@@ -134,3 +134,25 @@ func TestTxnDelayedPushWakesWhenReady(t *testing.T) {
 		t.Fatal("the waiting pop was not woken")
 	}
 }
+
+// TestTxnRetryHoldWakesWhenItEnds: a transaction's retry ack with a delay
+// holds the partition back, as an ack's does, and wakes the group's
+// waiting pop when the hold ends.
+func TestTxnRetryHoldWakesWhenItEnds(t *testing.T) {
+	t.Parallel()
+	env := combtest.StartWith(t, combtest.Options{Bridge: bridge.Config{RetryInterval: time.Hour}})
+	nc := env.NC
+	push(t, nc, "thold", `{"messages":[{"data":"again"}]}`)
+	ms := pop(t, nc, "thold", `{"group":"g"}`)
+	require.Len(t, ms, 1)
+	m := request(t, nc, "comb.txn", fmt.Sprintf(`{"acks":[{"queue":"thold","group":"g","offset":%d,"lease":%q,"status":"retry","delay_ms":400}],
+		"push":[{"queue":"thold-log","messages":[{"data":"retried"}]}]}`, ms[0].Offset, ms[0].Lease))
+	require.Empty(t, m.Header.Get("Nats-Service-Error-Code"), "%s", m.Data)
+	start := time.Now()
+	poll := longPoll(t, env, "thold", "g")
+	got := recv(t, poll, "the pop of the held partition")
+	require.Len(t, got, 1)
+	require.Equal(t, `"again"`, string(got[0].Data))
+	require.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond, "held back by the retry delay")
+	require.Less(t, time.Since(start), 5*time.Second, "woken, not found by a retry")
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/combmq/comb/domain"
 )
@@ -114,6 +115,20 @@ func (b *Bridge) publishWakes(w *wakeSet) {
 			b.log.Warn("publish wake-up", "queue", q, "err", err)
 		}
 	}
+}
+
+// publishWakesAfter sends the set's wake-ups d from now, unless the bridge
+// has stopped by then: for messages that become ready later (a queue's
+// delay_ms, a retry's hold) without any request to say so. Should this
+// bridge stop first, waiting pops find them on their retry interval.
+func (b *Bridge) publishWakesAfter(d time.Duration, w *wakeSet) {
+	time.AfterFunc(d, func() {
+		select {
+		case <-b.quit:
+		default:
+			b.publishWakes(w)
+		}
+	})
 }
 
 // wakeAll publishes a wake-up for anything in queue.

@@ -12,6 +12,9 @@ type QueueConfig struct {
 	LeaseMS             int64
 	MaxAttempts         int64
 	DeadLetter          bool
+	RetryDelayMS        int64
+	RetryBackoffPct     int64
+	RetryDelayMaxMS     int64
 	DedupWindowS        int64
 	CompletedRetentionS int64
 	MaxAgeS             int64
@@ -29,7 +32,25 @@ func DefaultQueueConfig() QueueConfig {
 		MaxAttempts:     protocol.DefaultMaxAttempts,
 		DeadLetter:      true,
 		MaxMessageBytes: protocol.DefaultMaxMessageBytes,
+		RetryBackoffPct: protocol.DefaultRetryBackoffPct,
 	}
+}
+
+// RetryDelay is how long, in milliseconds, a "failed" ack of the attempt-th delivery
+// holds its message back: RetryDelayMS, grown by RetryBackoffPct percent
+// for each attempt after the first, capped at RetryDelayMaxMS (when set)
+// and at protocol.MaxDelayMS. 0 when the queue has no retry delay.
+func (c QueueConfig) RetryDelay(attempt int64) int64 {
+	limit := int64(protocol.MaxDelayMS)
+	if c.RetryDelayMaxMS > 0 {
+		limit = min(limit, c.RetryDelayMaxMS)
+	}
+	d := min(c.RetryDelayMS, limit)
+	// d*pct stays far below 2^63: d <= MaxDelayMS, pct <= MaxRetryBackoffPct.
+	for n := int64(1); n < attempt && d < limit && c.RetryBackoffPct > 100; n++ {
+		d = min(d*c.RetryBackoffPct/100, limit)
+	}
+	return d
 }
 
 // bound is one integer setting's name, place and range.
@@ -42,6 +63,9 @@ type bound struct {
 var bounds = []bound{
 	{"lease_ms", func(c *QueueConfig) *int64 { return &c.LeaseMS }, protocol.MinLeaseMS, protocol.MaxLeaseMS},
 	{"max_attempts", func(c *QueueConfig) *int64 { return &c.MaxAttempts }, 1, protocol.MaxAttempts},
+	{"retry_delay_ms", func(c *QueueConfig) *int64 { return &c.RetryDelayMS }, 0, protocol.MaxDelayMS},
+	{"retry_backoff_pct", func(c *QueueConfig) *int64 { return &c.RetryBackoffPct }, protocol.MinRetryBackoffPct, protocol.MaxRetryBackoffPct},
+	{"retry_delay_max_ms", func(c *QueueConfig) *int64 { return &c.RetryDelayMaxMS }, 0, protocol.MaxDelayMS},
 	{"dedup_window_s", func(c *QueueConfig) *int64 { return &c.DedupWindowS }, 0, protocol.MaxDedupWindowS},
 	{"completed_retention_s", func(c *QueueConfig) *int64 { return &c.CompletedRetentionS }, 0, protocol.MaxRetentionS},
 	{"max_age_s", func(c *QueueConfig) *int64 { return &c.MaxAgeS }, 0, protocol.MaxRetentionS},
@@ -69,6 +93,9 @@ type ConfigPatch struct {
 	LeaseMS             *int64
 	MaxAttempts         *int64
 	DeadLetter          *bool
+	RetryDelayMS        *int64
+	RetryBackoffPct     *int64
+	RetryDelayMaxMS     *int64
 	DedupWindowS        *int64
 	CompletedRetentionS *int64
 	MaxAgeS             *int64
@@ -87,6 +114,9 @@ func (p ConfigPatch) Apply(c QueueConfig) (QueueConfig, error) {
 	}
 	set(&c.LeaseMS, p.LeaseMS)
 	set(&c.MaxAttempts, p.MaxAttempts)
+	set(&c.RetryDelayMS, p.RetryDelayMS)
+	set(&c.RetryBackoffPct, p.RetryBackoffPct)
+	set(&c.RetryDelayMaxMS, p.RetryDelayMaxMS)
 	set(&c.DedupWindowS, p.DedupWindowS)
 	set(&c.CompletedRetentionS, p.CompletedRetentionS)
 	set(&c.MaxAgeS, p.MaxAgeS)

@@ -76,6 +76,7 @@ func TestProtocolDocMatchesSettings(t *testing.T) {
 		"lease_ms": def.LeaseMS, "max_attempts": def.MaxAttempts, "dedup_window_s": def.DedupWindowS,
 		"completed_retention_s": def.CompletedRetentionS, "max_age_s": def.MaxAgeS, "delay_ms": def.DelayMS,
 		"max_messages": def.MaxMessages, "max_bytes": def.MaxBytes, "max_message_bytes": def.MaxMessageBytes,
+		"retry_delay_ms": def.RetryDelayMS, "retry_backoff_pct": def.RetryBackoffPct, "retry_delay_max_ms": def.RetryDelayMaxMS,
 	} {
 		r, ok := rows[field]
 		require.True(t, ok, "docs/protocol.md lists %s", field)
@@ -100,5 +101,36 @@ func fieldOf(c *domain.QueueConfig, field string) *int64 {
 		"lease_ms": &c.LeaseMS, "max_attempts": &c.MaxAttempts, "dedup_window_s": &c.DedupWindowS,
 		"completed_retention_s": &c.CompletedRetentionS, "max_age_s": &c.MaxAgeS, "delay_ms": &c.DelayMS,
 		"max_messages": &c.MaxMessages, "max_bytes": &c.MaxBytes, "max_message_bytes": &c.MaxMessageBytes,
+		"retry_delay_ms": &c.RetryDelayMS, "retry_backoff_pct": &c.RetryBackoffPct, "retry_delay_max_ms": &c.RetryDelayMaxMS,
 	}[field]
+}
+
+// TestRetryDelay: the delay of the n-th failed attempt grows by the
+// backoff percent per attempt after the first, up to the cap, and is 0
+// without a retry delay.
+func TestRetryDelay(t *testing.T) {
+	t.Parallel()
+	c := domain.DefaultQueueConfig()
+	for n := int64(0); n <= 5; n++ {
+		require.Zero(t, c.RetryDelay(n), "no retry delay by default")
+	}
+	c.RetryDelayMS = 300
+	for n := int64(1); n <= 5; n++ {
+		require.Equal(t, int64(300), c.RetryDelay(n), "100%%: the same delay each attempt")
+	}
+	c.RetryBackoffPct, c.RetryDelayMaxMS = 200, 2000
+	var got []int64
+	for n := int64(1); n <= 6; n++ {
+		got = append(got, c.RetryDelay(n))
+	}
+	require.Equal(t, []int64{300, 600, 1200, 2000, 2000, 2000}, got)
+
+	c.RetryBackoffPct, c.RetryDelayMaxMS = 150, 0
+	require.Equal(t, int64(450), c.RetryDelay(2))
+	require.Equal(t, int64(675), c.RetryDelay(3))
+	c.RetryBackoffPct = protocol.MaxRetryBackoffPct
+	require.Equal(t, int64(protocol.MaxDelayMS), c.RetryDelay(protocol.MaxAttempts), "no cap: MaxDelayMS")
+
+	c.RetryDelayMS, c.RetryDelayMaxMS = 5000, 1000
+	require.Equal(t, int64(1000), c.RetryDelay(1), "the cap bounds the first delay too")
 }

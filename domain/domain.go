@@ -239,10 +239,12 @@ const (
 	// AckCompleted: done, with every earlier message of the lease.
 	AckCompleted AckStatus = iota
 	// AckRetry: done up to the one before; this and the rest of the lease
-	// are deliverable again at once, without spending an attempt.
+	// are deliverable again, without spending an attempt: at once, or
+	// after the ack's DelayMS.
 	AckRetry
-	// AckFailed: like AckRetry, spending an attempt; dead-lettered when the
-	// queue's max_attempts are spent.
+	// AckFailed: like AckRetry, spending an attempt, and deliverable again
+	// after the ack's DelayMS, else the queue's retry delay; dead-lettered
+	// when the queue's max_attempts are spent.
 	AckFailed
 	// AckDead: dead-lettered at once.
 	AckDead
@@ -255,6 +257,13 @@ type Ack struct {
 	Offset    int64
 	Lease     string
 	Status    AckStatus
+	// DelayMS, set only with AckRetry or AckFailed, is how long the
+	// message is held back before its next delivery, in place of the
+	// queue's retry delay; nil means the queue's (for AckRetry: none).
+	DelayMS *int64
+	// Error, set only with AckFailed or AckDead, is kept with the dead
+	// letter the ack makes, if it makes one.
+	Error string
 }
 
 // AckParams is one client's ack: acks of one group on one queue.
@@ -291,6 +300,11 @@ type AckResult struct {
 	Retried   int64
 	Dead      bool
 	DeadBytes int64
+	// Hold is set on an OK retry or failed ack that holds its partition
+	// back from the group before the next delivery: the messages become
+	// deliverable again this long after the ack (and not before; More and
+	// Freed are then unset), so that is when to wake the group's pops.
+	Hold time.Duration
 }
 
 // AckOutcome is the outcome of one AckParams: a result per ack, in order,
@@ -382,6 +396,7 @@ type DeadLetter struct {
 	ID        string
 	Attempts  int
 	Reason    string // the ack status or cause that dead-lettered it
+	Error     string // the error text of the ack that dead-lettered it
 	DeadAt    time.Time
 	Data      []byte
 	Encoding  Encoding

@@ -45,6 +45,8 @@ const (
 	MaxDLQLimit = 1000
 	// MaxPeekLimit bounds a peek's page size.
 	MaxPeekLimit = 1000
+	// MaxAckErrorBytes bounds an ack's error text, kept with a dead letter.
+	MaxAckErrorBytes = 1024
 )
 
 // Size bounds.
@@ -87,13 +89,18 @@ const (
 // large; retention and age up to ten years; a delay up to a week; counts
 // and bytes up to 2^53-1, the largest integer every JSON client
 // (JavaScript included) reads exactly. lease_ms takes MinLeaseMS to
-// MaxLeaseMS and max_message_bytes 1 to MaxMessageBytes.
+// MaxLeaseMS and max_message_bytes 1 to MaxMessageBytes. Retry delays
+// (retry_delay_ms, retry_delay_max_ms, an ack's delay_ms) take 0 to
+// MaxDelayMS, and retry_backoff_pct MinRetryBackoffPct (no growth) to
+// MaxRetryBackoffPct (ten times per attempt).
 const (
-	MaxAttempts     = 1000
-	MaxDedupWindowS = 7 * 86400
-	MaxRetentionS   = 10 * 365 * 86400
-	MaxDelayMS      = 7 * 86400 * 1000
-	MaxCount        = 1<<53 - 1
+	MaxAttempts        = 1000
+	MaxDedupWindowS    = 7 * 86400
+	MaxRetentionS      = 10 * 365 * 86400
+	MaxDelayMS         = 7 * 86400 * 1000
+	MaxCount           = 1<<53 - 1
+	MinRetryBackoffPct = 100
+	MaxRetryBackoffPct = 1000
 )
 
 // Defaults of a queue nobody configured; see DefaultQueueConfig.
@@ -101,4 +108,5 @@ const (
 	DefaultLeaseMS         = 30000
 	DefaultMaxAttempts     = 3
 	DefaultMaxMessageBytes = 1 << 20
+	DefaultRetryBackoffPct = 100
 )

@@ -158,11 +158,12 @@ const (
 	// AckCompleted settles the message and every earlier one of its lease.
 	AckCompleted = "completed"
 	// AckRetry settles the earlier messages of the lease; this one and the
-	// rest of the lease become deliverable again at once, without spending
-	// an attempt.
+	// rest of the lease become deliverable again, without spending an
+	// attempt: at once, or after the ack's delay_ms.
 	AckRetry = "retry"
-	// AckFailed is AckRetry spending an attempt: when the queue's
-	// max_attempts are spent the message is dead-lettered.
+	// AckFailed is AckRetry spending an attempt, and deliverable again
+	// after the ack's delay_ms or else the queue's retry delay: when the
+	// queue's max_attempts are spent the message is dead-lettered.
 	AckFailed = "failed"
 	// AckDead dead-letters the message at once.
 	AckDead = "dead"

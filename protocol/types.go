@@ -123,6 +123,14 @@ type Ack struct {
 	Offset    *int64 `json:"offset"` // required
 	Lease     string `json:"lease"`
 	Status    string `json:"status,omitempty"` // AckCompleted (default), AckRetry, AckFailed or AckDead
+	// DelayMS, with AckRetry or AckFailed only, holds the message back this
+	// long (0..MaxDelayMS) before it is delivered again, in place of the
+	// queue's retry delay; 0 redelivers at once.
+	DelayMS *int64 `json:"delay_ms,omitempty"`
+	// Error, with AckFailed or AckDead only, says why (at most
+	// MaxAckErrorBytes of printable UTF-8); a dead letter the ack makes
+	// keeps it.
+	Error string `json:"error,omitempty"`
 }
 
 // AckReply is the reply of an ack: one result per ack, in request order.
@@ -194,6 +202,9 @@ type QueueConfig struct {
 	LeaseMS             int64 `json:"lease_ms"`              // lease time of a pop (DefaultLeaseMS)
 	MaxAttempts         int64 `json:"max_attempts"`          // deliveries charged by "failed" before dead-lettering (DefaultMaxAttempts)
 	DeadLetter          bool  `json:"dead_letter"`           // keep dead letters, else drop them (true)
+	RetryDelayMS        int64 `json:"retry_delay_ms"`        // hold a "failed" message back this long before its next delivery, 0 = at once
+	RetryBackoffPct     int64 `json:"retry_backoff_pct"`     // each later failed attempt's delay is this percent of the one before (DefaultRetryBackoffPct)
+	RetryDelayMaxMS     int64 `json:"retry_delay_max_ms"`    // cap of the grown delay, 0 = MaxDelayMS
 	DedupWindowS        int64 `json:"dedup_window_s"`        // how long a producer id is remembered, 0 = off
 	CompletedRetentionS int64 `json:"completed_retention_s"` // delete messages every group completed after this long, 0 = keep
 	MaxAgeS             int64 `json:"max_age_s"`             // delete messages after this long, consumed or not, 0 = keep
@@ -210,6 +221,9 @@ type ConfigPatch struct {
 	LeaseMS             *int64 `json:"lease_ms,omitempty"`
 	MaxAttempts         *int64 `json:"max_attempts,omitempty"`
 	DeadLetter          *bool  `json:"dead_letter,omitempty"`
+	RetryDelayMS        *int64 `json:"retry_delay_ms,omitempty"`
+	RetryBackoffPct     *int64 `json:"retry_backoff_pct,omitempty"`
+	RetryDelayMaxMS     *int64 `json:"retry_delay_max_ms,omitempty"`
 	DedupWindowS        *int64 `json:"dedup_window_s,omitempty"`
 	CompletedRetentionS *int64 `json:"completed_retention_s,omitempty"`
 	MaxAgeS             *int64 `json:"max_age_s,omitempty"`
@@ -290,7 +304,8 @@ type DeadLetter struct {
 	Offset    int64           `json:"offset"`
 	ID        string          `json:"id,omitempty"`
 	Attempts  int             `json:"attempts"`
-	Reason    string          `json:"reason"` // the ack status or cause that dead-lettered it
+	Reason    string          `json:"reason"`          // the ack status or cause that dead-lettered it
+	Error     string          `json:"error,omitempty"` // the error text of the ack that dead-lettered it
 	DeadAt    time.Time       `json:"dead_at"`
 	Headers   Headers         `json:"headers,omitempty"`
 	Data      json.RawMessage `json:"data,omitempty"`

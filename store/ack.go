@@ -224,6 +224,27 @@ func judgeAck(pid int64, held map[leaseKey]leaseSpan, k leaseKey, off int64) dom
 	return domain.AckResult{OK: true, Freed: freed, More: freed && sp.next > sp.upto+1, Settled: settled}
 }
 
+// holdPrefix starts the lease id of a hold: a cursor that a retry or
+// failed ack with a delay left "leased" to nobody until lease_until, so
+// that no pop takes the partition before the delay has passed (pops take a
+// cursor whose lease_id is NULL or whose lease_until has passed; see
+// popSQL). A hold is not a lease: no ack or renew can name it
+// (leasePartition refuses it, ackInOrder too), and figures do not count it
+// (liveLease). The partition's later messages wait behind the held one, as
+// they wait behind a leased one: a group gets a partition in offset order.
+const holdPrefix = "h-"
+
+// holdID is the lease id of a hold on partition pid.
+func holdID(pid int64) string { return holdPrefix + strconv.FormatInt(pid, 10) }
+
+// isHeld is the SQL condition on comb_cursors c of a hold, elapsed or not;
+// liveLease that of a live lease: one that has not expired and is not a
+// hold.
+const (
+	isHeld    = `(c.lease_id LIKE '` + holdPrefix + `%')`
+	liveLease = `(c.lease_until > now() AND NOT ` + isHeld + `)`
+)
+
 // leasePartition returns the partition id a lease id names, or -1.
 func leasePartition(lease string) int64 {
 	rest, ok := strings.CutPrefix(lease, "l-")
@@ -249,6 +270,7 @@ type cursorState struct {
 	live      bool
 	attempts  int64
 	changed   bool
+	holdMS    int64 // > 0: the ack ended the lease with a hold this long
 }
 
 // ackInOrder applies one request's acks in order in one transaction on db:
@@ -295,7 +317,7 @@ func (s *Store) ackInOrder(ctx context.Context, db writer, q queueRow, group str
 				case checkLease(a.Lease, pid) == leaseElsewhere:
 					results[i] = domain.AckResult{Error: errLeaseMismatch}
 					continue
-				case c == nil || !c.live || c.lease != a.Lease:
+				case c == nil || !c.live || c.lease != a.Lease || strings.HasPrefix(a.Lease, holdPrefix):
 					results[i] = domain.AckResult{Error: errLeaseGone}
 					continue
 				case a.Offset < c.from || a.Offset > c.upto:
@@ -308,7 +330,8 @@ func (s *Store) ackInOrder(ctx context.Context, db writer, q queueRow, group str
 				}
 				// Retry and failed make messages deliverable again; the
 				// rarer statuses wake the group's pops without asking more.
-				r.OK, r.More, r.Freed = true, true, !c.live
+				// A hold makes them deliverable later: nothing to wake now.
+				r.OK, r.More, r.Freed = true, c.holdMS == 0, !c.live && c.holdMS == 0
 				results[i] = r
 			}
 			for pid, c := range cur {
@@ -316,14 +339,20 @@ func (s *Store) ackInOrder(ctx context.Context, db writer, q queueRow, group str
 					continue
 				}
 				lease := &c.lease
-				if !c.live {
+				switch {
+				case c.holdMS > 0:
+					h := holdID(pid)
+					lease = &h
+				case !c.live:
 					lease = nil
 				}
 				if _, err := tx.Exec(ctx, `
 					UPDATE comb_cursors SET committed = $3, attempts = $4, lease_id = $5,
-					       lease_until = CASE WHEN $5::text IS NULL THEN NULL ELSE lease_until END
+					       lease_until = CASE WHEN $5::text IS NULL THEN NULL
+					                          WHEN $6::bigint > 0 THEN now() + $6::bigint * interval '1 millisecond'
+					                          ELSE lease_until END
 					WHERE partition_id = $1 AND group_name = $2`,
-					pid, group, c.committed, c.attempts, lease); err != nil {
+					pid, group, c.committed, c.attempts, lease, c.holdMS); err != nil {
 					return err
 				}
 			}
@@ -334,7 +363,10 @@ func (s *Store) ackInOrder(ctx context.Context, db writer, q queueRow, group str
 }
 
 // applyAck applies one validated ack to a locked cursor's state, and
-// returns the messages it settled, retried and gave up.
+// returns the messages it settled, retried and gave up, and how long it
+// holds the partition back (retry and failed: the ack's delay, else for
+// failed the queue's retry delay for the attempt; none when it
+// dead-letters).
 func (s *Store) applyAck(ctx context.Context, tx pgx.Tx, q queueRow, group string, a domain.Ack, pid int64, c *cursorState) (domain.AckResult, error) {
 	var r domain.AckResult
 	end := func() { c.live, c.lease, c.attempts = false, "", 0 }
@@ -354,14 +386,23 @@ func (s *Store) applyAck(ctx context.Context, tx pgx.Tx, q queueRow, group strin
 		end()
 		c.attempts = att
 		r.Retried = upto - a.Offset + 1
+		if a.DelayMS != nil {
+			c.holdMS = *a.DelayMS
+		}
 	case domain.AckFailed:
 		c.committed = max(c.committed, a.Offset)
 		att := c.attempts
 		end()
 		c.attempts = att
 		r.Retried = upto - a.Offset + 1
+		if a.DelayMS != nil {
+			c.holdMS = *a.DelayMS
+		} else {
+			c.holdMS = q.Config.RetryDelay(att)
+		}
 		if att >= q.Config.MaxAttempts {
-			n, err := s.deadLetter(ctx, tx, q, group, a.Partition, pid, a.Offset, att, protocol.AckFailed)
+			c.holdMS = 0 // the message is given up: the rest goes at once
+			n, err := s.deadLetter(ctx, tx, q, group, a.Partition, pid, a.Offset, att, protocol.AckFailed, a.Error)
 			if err != nil {
 				return r, err
 			}
@@ -370,7 +411,7 @@ func (s *Store) applyAck(ctx context.Context, tx pgx.Tx, q queueRow, group strin
 			r.Dead, r.DeadBytes = true, n
 		}
 	case domain.AckDead:
-		n, err := s.deadLetter(ctx, tx, q, group, a.Partition, pid, a.Offset, c.attempts, protocol.AckDead)
+		n, err := s.deadLetter(ctx, tx, q, group, a.Partition, pid, a.Offset, c.attempts, protocol.AckDead, a.Error)
 		if err != nil {
 			return r, err
 		}
@@ -387,12 +428,14 @@ func (s *Store) applyAck(ctx context.Context, tx pgx.Tx, q queueRow, group strin
 		last++
 	}
 	r.Settled = max(last-before, 0)
+	r.Hold = time.Duration(c.holdMS) * time.Millisecond
 	return r, nil
 }
 
 // deadLetter copies message off of a partition into the dead-letter table,
-// unless the queue drops dead letters, and returns the bytes it kept.
-func (s *Store) deadLetter(ctx context.Context, tx pgx.Tx, q queueRow, group, partition string, pid, off, attempts int64, reason string) (int64, error) {
+// with the reason and the ack's error text, unless the queue drops dead
+// letters, and returns the bytes it kept.
+func (s *Store) deadLetter(ctx context.Context, tx pgx.Tx, q queueRow, group, partition string, pid, off, attempts int64, reason, errText string) (int64, error) {
 	if !q.Config.DeadLetter {
 		return 0, nil
 	}
@@ -419,9 +462,9 @@ func (s *Store) deadLetter(ctx context.Context, tx pgx.Tx, q queueRow, group, pa
 		if o == off {
 			_, err := tx.Exec(ctx, `
 				INSERT INTO comb_dead_letters (queue_id, group_name, partition_id, partition, msg_offset,
-				                               producer_id, attempts, reason, data, encoding, headers)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-				q.ID, group, pid, partition, off, string(f.id), attempts, reason, f.data, int16(f.enc), []byte(f.headers))
+				                               producer_id, attempts, reason, data, encoding, headers, error)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+				q.ID, group, pid, partition, off, string(f.id), attempts, reason, f.data, int16(f.enc), []byte(f.headers), errText)
 			return int64(len(f.data) + len(f.headers)), err
 		}
 		rest = r

@@ -50,7 +50,7 @@ func (s *Store) DeadLetters(ctx context.Context, dq domain.DLQParams) ([]domain.
 		}
 	}
 	rows, err := s.pool.Query(ctx, `
-		SELECT id, group_name, partition, msg_offset, producer_id, attempts, reason, dead_at, data, encoding, headers
+		SELECT id, group_name, partition, msg_offset, producer_id, attempts, reason, error, dead_at, data, encoding, headers
 		FROM comb_dead_letters
 		WHERE queue_id = $1 AND ($2 = '' OR group_name = $2) AND id > $3
 		ORDER BY id LIMIT $4`, q.ID, dq.Group, after, limit+1)
@@ -66,7 +66,7 @@ func (s *Store) DeadLetters(ctx context.Context, dq domain.DLQParams) ([]domain.
 		headers  []byte
 	)
 	out := []domain.DeadLetter{}
-	_, err = pgx.ForEachRow(rows, []any{&id, &d.Group, &d.Partition, &d.Offset, &d.ID, &attempts, &d.Reason, &dead, &d.Data, &enc, &headers}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&id, &d.Group, &d.Partition, &d.Offset, &d.ID, &attempts, &d.Reason, &d.Error, &dead, &d.Data, &enc, &headers}, func() error {
 		d.DLQID, d.Attempts, d.DeadAt, d.Encoding = "d-"+strconv.FormatInt(id, 10), int(attempts), dead, domain.Encoding(enc)
 		d.Data = append([]byte(nil), d.Data...)
 		d.Headers = nil

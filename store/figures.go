@@ -28,7 +28,8 @@ type GroupFigures struct {
 	// segment's commit time); 0 when Depth is 0.
 	OldestAge time.Duration
 	// LeasesActive counts the group's live leases; LeasesExpired those
-	// past their time that no pop or ack has ended yet.
+	// past their time that no pop or ack has ended yet. Neither counts a
+	// retry's hold (see holdPrefix).
 	LeasesActive, LeasesExpired int64
 }
 
@@ -42,8 +43,8 @@ const groupFiguresSelect = `
 SELECT q.tenant, q.name, g.name,
        coalesce(sum(p.next_offset - greatest(c.committed, p.low_offset)), 0)::bigint,
        coalesce(extract(epoch FROM now() - min(o.created_at)), 0)::float8,
-       count(*) FILTER (WHERE c.lease_until > now()),
-       count(*) FILTER (WHERE c.lease_id IS NOT NULL AND c.lease_until <= now())
+       count(*) FILTER (WHERE ` + liveLease + `),
+       count(*) FILTER (WHERE c.lease_id IS NOT NULL AND c.lease_until <= now() AND NOT ` + isHeld + `)
 FROM comb_groups g
 JOIN comb_queues q ON q.id = g.queue_id
 LEFT JOIN comb_cursors c ON c.queue_id = g.queue_id AND c.group_name = g.name

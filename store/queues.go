@@ -271,7 +271,7 @@ func (s *Store) Info(ctx context.Context, ref domain.QueueRef) (domain.Info, err
 	rows, err = s.pool.Query(ctx, `
 		SELECT g.name,
 		       coalesce(sum(p.next_offset - greatest(c.committed, p.low_offset)), 0)::bigint,
-		       count(*) FILTER (WHERE c.lease_until > now())
+		       count(*) FILTER (WHERE `+liveLease+`)
 		FROM comb_groups g
 		LEFT JOIN comb_cursors c ON c.queue_id = g.queue_id AND c.group_name = g.name
 		LEFT JOIN comb_partitions p ON p.id = c.partition_id

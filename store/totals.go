@@ -59,7 +59,7 @@ func (s *Store) Totals(ctx context.Context, limit int) ([]QueueTotals, error) {
 		           coalesce(sum(greatest(c.delivered_upto + 1, c.committed, p.low_offset)), 0) AS popped,
 		           coalesce(sum(greatest(c.committed, p.low_offset)), 0) AS settled,
 		           coalesce(sum(p.next_offset - greatest(c.committed, p.low_offset)), 0) AS pending,
-		           count(*) FILTER (WHERE c.lease_until > now()) AS leased
+		           count(*) FILTER (WHERE `+liveLease+`) AS leased
 		    FROM comb_groups g
 		    LEFT JOIN comb_cursors c ON c.queue_id = g.queue_id AND c.group_name = g.name
 		    LEFT JOIN comb_partitions p ON p.id = c.partition_id

@@ -26,6 +26,9 @@ type configDoc struct {
 	LeaseMS             int64 `json:"lease_ms"`
 	MaxAttempts         int64 `json:"max_attempts"`
 	DeadLetter          bool  `json:"dead_letter"`
+	RetryDelayMS        int64 `json:"retry_delay_ms"`
+	RetryBackoffPct     int64 `json:"retry_backoff_pct"`
+	RetryDelayMaxMS     int64 `json:"retry_delay_max_ms"`
 	DedupWindowS        int64 `json:"dedup_window_s"`
 	CompletedRetentionS int64 `json:"completed_retention_s"`
 	MaxAgeS             int64 `json:"max_age_s"`

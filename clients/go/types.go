@@ -151,7 +151,22 @@ type Ack struct {
 	// Status is one of AckCompleted (the default when empty), AckRetry,
 	// AckFailed or AckDead.
 	Status string
+	// Delay, with AckRetry or AckFailed only, holds the message (and its
+	// partition, for the group) back this long, in whole milliseconds,
+	// before it is delivered again, in place of the queue's retry delay;
+	// Duration(0) redelivers at once. nil: the queue's retry delay for
+	// AckFailed, at once for AckRetry. Brokers older than this field
+	// refuse an ack that sets it.
+	Delay *time.Duration
+	// Error, with AckFailed or AckDead only, says why, in at most
+	// protocol.MaxAckErrorBytes of printable UTF-8 (no control characters,
+	// no newlines): a dead letter the ack makes keeps it (DeadLetter.Error).
+	// Empty sends nothing.
+	Error string
 }
+
+// Duration returns a pointer to d, for Ack.Delay.
+func Duration(d time.Duration) *time.Duration { return &d }
 
 // AckResult is the outcome of one Ack. An ack under a wrong or expired lease,
 // or for an offset outside its lease, settles nothing: OK is false and Error
@@ -243,6 +258,7 @@ type DeadLetter struct {
 	ID        string
 	Attempts  int
 	Reason    string // the ack status or cause that dead-lettered it
+	Error     string // the error text of the ack that dead-lettered it, if it gave one
 	DeadAt    time.Time
 	Data      []byte
 	Headers   nats.Header // the message's, nil when it had none
@@ -356,6 +372,7 @@ func deadLetter(d protocol.DeadLetter) (DeadLetter, error) {
 		ID:        d.ID,
 		Attempts:  d.Attempts,
 		Reason:    d.Reason,
+		Error:     d.Error,
 		DeadAt:    d.DeadAt,
 		Data:      data,
 		Headers:   natsHeaders(d.Headers),
@@ -364,7 +381,12 @@ func deadLetter(d protocol.DeadLetter) (DeadLetter, error) {
 
 // wireAck is the wire form of a.
 func wireAck(a Ack) protocol.Ack {
-	return protocol.Ack{Partition: a.Partition, Offset: &a.Offset, Lease: a.Lease, Status: a.Status}
+	w := protocol.Ack{Partition: a.Partition, Offset: &a.Offset, Lease: a.Lease, Status: a.Status, Error: a.Error}
+	if a.Delay != nil {
+		ms := a.Delay.Milliseconds()
+		w.DelayMS = &ms
+	}
+	return w
 }
 
 // optInt is a count option on the wire: nil (left out, the service's

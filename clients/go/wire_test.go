@@ -63,7 +63,7 @@ func TestRequestBodies(t *testing.T) {
 		p + ".pop.q":   reply(`{"messages":[{"partition":"eu","offset":3,"id":"i","lease":"l-1","attempt":2,"created_at":"2026-11-30T16:51:37.96706Z","data":{"a":"<é>"}},{"partition":"eu","offset":4,"lease":"l-1","attempt":1,"created_at":"2026-11-30T16:51:37Z","data_b64":"AAEC"}]}`),
 		p + ".ack.q":   reply(`{"results":[{"ok":true},{"ok":false,"error":"lease expired"}]}`),
 		p + ".renew.q": reply(`{"results":[{"lease":"l-1","ok":true,"expires_at":"2026-11-30T16:52:44.42747Z"}]}`),
-		p + ".dlq.q":   reply(`{"dead_letters":[{"dlq_id":"d-1","group":"g","partition":"eu","offset":0,"attempts":2,"reason":"failed","dead_at":"2026-11-30T16:51:44Z","data_b64":"AAEC"}],"next":"d-1"}`),
+		p + ".dlq.q":   reply(`{"dead_letters":[{"dlq_id":"d-1","group":"g","partition":"eu","offset":0,"attempts":2,"reason":"failed","error":"timed out","dead_at":"2026-11-30T16:51:44Z","data_b64":"AAEC"}],"next":"d-1"}`),
 		p + ".list":    reply(`{"queues":[{"name":"q","partitions":2,"messages":5,"bytes":36,"groups":1,"pending":3}]}`),
 	})
 	c := comb.New(b.nc, comb.WithPrefix(p))
@@ -119,6 +119,15 @@ func TestRequestBodies(t *testing.T) {
 	// Offset 0 is sent: it is required. An empty partition is left out,
 	// which the service reads as the default partition, as it did "".
 	require.Equal(t, `{"group":"g","acks":[{"partition":"eu","offset":0,"lease":"l-1"},{"offset":4,"lease":"l-2","status":"failed"}]}`, body(p+".ack.q"))
+	// Delay and Error go only when set; a Delay of 0 is sent, to override
+	// the queue's retry delay.
+	_, err = c.Ack(ctx, "q", "", []comb.Ack{
+		{Offset: 4, Lease: "l-2", Status: comb.AckFailed, Delay: comb.Duration(1500 * time.Millisecond), Error: "timed out"},
+		{Offset: 5, Lease: "l-2", Status: comb.AckRetry, Delay: comb.Duration(0)},
+	})
+	require.NoError(t, err)
+	require.Equal(t, `{"acks":[{"offset":4,"lease":"l-2","status":"failed","delay_ms":1500,"error":"timed out"},`+
+		`{"offset":5,"lease":"l-2","status":"retry","delay_ms":0}]}`, body(p+".ack.q"))
 
 	rr, err := c.Renew(ctx, "q", []string{"l-1"}, time.Minute)
 	require.NoError(t, err)
@@ -129,7 +138,7 @@ func TestRequestBodies(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, `{}`, body(p+".dlq.q"))
 	require.Equal(t, "d-1", next)
-	require.Equal(t, []comb.DeadLetter{{DLQID: "d-1", Group: "g", Partition: "eu", Attempts: 2, Reason: "failed",
+	require.Equal(t, []comb.DeadLetter{{DLQID: "d-1", Group: "g", Partition: "eu", Attempts: 2, Reason: "failed", Error: "timed out",
 		DeadAt: time.Date(2026, 11, 30, 16, 51, 44, 0, time.UTC), Data: []byte{0, 1, 2}}}, dls)
 	_, _, err = c.DeadLetters(ctx, "q", comb.DeadLetterQuery{Group: "g", Limit: 5, After: "d-1"})
 	require.NoError(t, err)

@@ -761,6 +761,9 @@ var settings = []setting{
 			p.DeadLetter = &b
 			return nil
 		}},
+	intSetting("retry_delay_ms", time.Millisecond, func(c comb.Config) int64 { return c.RetryDelayMS }, func(p *comb.ConfigPatch) **int64 { return &p.RetryDelayMS }),
+	intSetting("retry_backoff_pct", 0, func(c comb.Config) int64 { return c.RetryBackoffPct }, func(p *comb.ConfigPatch) **int64 { return &p.RetryBackoffPct }),
+	intSetting("retry_delay_max_ms", time.Millisecond, func(c comb.Config) int64 { return c.RetryDelayMaxMS }, func(p *comb.ConfigPatch) **int64 { return &p.RetryDelayMaxMS }),
 	intSetting("dedup_window_s", time.Second, func(c comb.Config) int64 { return c.DedupWindowS }, func(p *comb.ConfigPatch) **int64 { return &p.DedupWindowS }),
 	intSetting("completed_retention_s", time.Second, func(c comb.Config) int64 { return c.CompletedRetentionS }, func(p *comb.ConfigPatch) **int64 { return &p.CompletedRetentionS }),
 	intSetting("max_age_s", time.Second, func(c comb.Config) int64 { return c.MaxAgeS }, func(p *comb.ConfigPatch) **int64 { return &p.MaxAgeS }),
@@ -789,7 +792,7 @@ func (s *session) settingsTable(c comb.Config) {
 var configureCmd = opsCommand{
 	name: "configure", args: "QUEUE KEY=VALUE…", summary: "change a queue's settings (creates the queue if needed)",
 	synopsis: "Change settings of a queue, creating it if needed; settings not named keep their\nvalue. The keys are those of docs/protocol.md (\"Queue settings\"):\n" +
-		"lease_ms, max_attempts, dead_letter, dedup_window_s, completed_retention_s,\nmax_age_s, delay_ms, max_messages, max_bytes, max_message_bytes.\n" +
+		"lease_ms, max_attempts, dead_letter, retry_delay_ms, retry_backoff_pct,\nretry_delay_max_ms, dedup_window_s, completed_retention_s, max_age_s, delay_ms,\nmax_messages, max_bytes, max_message_bytes.\n" +
 		"A value is a whole number, true or false for dead_letter, and for the _ms and _s\nkeys also a duration: lease_ms=1m, dedup_window_s=1h. `comb info` shows them all.",
 	minArgs: 2, maxArgs: -1,
 	setup: func(fs *pflag.FlagSet) func(context.Context, *session, []string) error {

@@ -277,7 +277,9 @@ var ackStatuses = map[string]domain.AckStatus{
 // It returns the group (protocol.DefaultGroup when omitted) and the acks.
 // Each ack needs an offset and a lease; partition defaults like a push's,
 // status to completed. An unknown status fails the whole request, so that a
-// client never believes a typo settled anything.
+// client never believes a typo settled anything. delay_ms (0..MaxDelayMS)
+// is only for retry and failed, error (printable UTF-8, at most
+// MaxAckErrorBytes) only for failed and dead; elsewhere each is a 400.
 func DecodeAck(body []byte) (string, []domain.Ack, error) {
 	var req protocol.AckRequest
 	if err := decodeObject(body, &req); err != nil {
@@ -336,6 +338,24 @@ func checkAck(i int, a protocol.Ack) (domain.Ack, error) {
 		return ack, badRequest("acks[%d].status: unknown status %q; want completed, retry, failed or dead", i, a.Status)
 	}
 	ack.Status = status
+	if a.DelayMS != nil {
+		if status != domain.AckRetry && status != domain.AckFailed {
+			return ack, badRequest("acks[%d].delay_ms: only with status retry or failed", i)
+		}
+		if err := checkRange("acks["+strconv.Itoa(i)+"].delay_ms", *a.DelayMS, 0, protocol.MaxDelayMS); err != nil {
+			return ack, err
+		}
+		ack.DelayMS = a.DelayMS
+	}
+	if a.Error != "" {
+		if status != domain.AckFailed && status != domain.AckDead {
+			return ack, badRequest("acks[%d].error: only with status failed or dead", i)
+		}
+		if err := protocol.ValidateText("acks["+strconv.Itoa(i)+"].error", a.Error, protocol.MaxAckErrorBytes); err != nil {
+			return ack, err
+		}
+		ack.Error = a.Error
+	}
 	return ack, nil
 }
 

@@ -245,6 +245,21 @@ func TestDecodeAck(t *testing.T) {
 		{Partition: "default", Offset: 5, Lease: "l-1", Status: domain.AckDead},
 	}, acks)
 
+	// Retry delays and error texts, where the status allows them.
+	_, acks, err = DecodeAck([]byte(`{"acks":[
+		{"offset":1,"lease":"l","status":"failed","delay_ms":1500,"error":"upstream said 503"},
+		{"offset":2,"lease":"l","status":"retry","delay_ms":0},
+		{"offset":3,"lease":"l","status":"dead","error":"bad schema: \u00e9"},
+		{"offset":4,"lease":"l","status":"failed","delay_ms":604800000}]}`))
+	require.NoError(t, err)
+	d1500, d0, dMax := int64(1500), int64(0), int64(protocol.MaxDelayMS)
+	require.Equal(t, []domain.Ack{
+		{Partition: "default", Offset: 1, Lease: "l", Status: domain.AckFailed, DelayMS: &d1500, Error: "upstream said 503"},
+		{Partition: "default", Offset: 2, Lease: "l", Status: domain.AckRetry, DelayMS: &d0},
+		{Partition: "default", Offset: 3, Lease: "l", Status: domain.AckDead, Error: "bad schema: é"},
+		{Partition: "default", Offset: 4, Lease: "l", Status: domain.AckFailed, DelayMS: &dMax},
+	}, acks)
+
 	group, _, err = DecodeAck([]byte(`{"acks":[{"offset":1,"lease":"l"}]}`))
 	require.NoError(t, err)
 	require.Equal(t, "default", group)
@@ -261,6 +276,23 @@ func TestDecodeAck(t *testing.T) {
 		`{"acks":[{"offset":1,"lease":"l","stauts":"dead"}]}`:  `acks[0]: unknown field "stauts"`,
 		`{"acks":[{"offset":"1","lease":"l"}]}`:                "acks[0].offset: expected an integer, got string",
 		`{"group":"","acks":[{"offset":1,"lease":"l"}],"x":1}`: `unknown field "x"`,
+		// delay_ms: only on retry and failed, and within 0..MaxDelayMS.
+		`{"acks":[{"offset":1,"lease":"l","delay_ms":100}]}`:                                        "acks[0].delay_ms: only with status retry or failed",
+		`{"acks":[{"offset":1,"lease":"l","status":"completed","delay_ms":0}]}`:                     "acks[0].delay_ms: only with status retry or failed",
+		`{"acks":[{"offset":1,"lease":"l"},{"offset":2,"lease":"l","status":"dead","delay_ms":1}]}`: "acks[1].delay_ms: only with status retry or failed",
+		`{"acks":[{"offset":1,"lease":"l","status":"failed","delay_ms":-1}]}`:                       "acks[0].delay_ms: -1 is out of range 0..604800000",
+		`{"acks":[{"offset":1,"lease":"l","status":"retry","delay_ms":604800001}]}`:                 "acks[0].delay_ms: 604800001 is out of range 0..604800000",
+		`{"acks":[{"offset":1,"lease":"l","status":"retry","delay_ms":1.5}]}`:                       "acks[0].delay_ms: expected an integer",
+		`{"acks":[{"offset":1,"lease":"l","status":"retry","delay_ms":"5"}]}`:                       "acks[0].delay_ms: expected an integer, got string",
+		// error: only on failed and dead, printable and bounded.
+		`{"acks":[{"offset":1,"lease":"l","error":"x"}]}`:                                                 "acks[0].error: only with status failed or dead",
+		`{"acks":[{"offset":1,"lease":"l","status":"retry","error":"x"}]}`:                                "acks[0].error: only with status failed or dead",
+		`{"acks":[{"offset":1,"lease":"l","status":"failed","error":"a\nb"}]}`:                            "acks[0].error: control character",
+		`{"acks":[{"offset":1,"lease":"l","status":"dead","error":"a\u0000b"}]}`:                          "acks[0].error: control character",
+		`{"acks":[{"offset":1,"lease":"l","status":"dead","error":"\ud800"}]}`:                            "acks[0].error",
+		`{"acks":[{"offset":1,"lease":"l","status":"dead","error":"` + strings.Repeat("e", 1025) + `"}]}`: "acks[0].error: 1025 bytes, at most 1024 allowed",
+		`{"acks":[{"offset":1,"lease":"l","status":"dead","error":"` + strings.Repeat("e", 1024) + `"}]}`: "",
+		`{"acks":[{"offset":1,"lease":"l","status":"dead","error":""}]}`:                                  "",
 	}
 	for body, want := range bad {
 		_, _, err := DecodeAck([]byte(body))

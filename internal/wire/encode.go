@@ -350,6 +350,10 @@ func appendDeadLetter(b []byte, d *domain.DeadLetter) []byte {
 	b = strconv.AppendInt(b, int64(d.Attempts), 10)
 	b = append(b, `,"reason":`...)
 	b = AppendString(b, d.Reason)
+	if d.Error != "" {
+		b = append(b, `,"error":`...)
+		b = AppendString(b, d.Error)
+	}
 	b = append(b, `,"dead_at":`...)
 	b = AppendTime(b, d.DeadAt)
 	b = appendHeaders(b, d.Headers)

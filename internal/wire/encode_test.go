@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/combmq/comb/domain"
+	"github.com/combmq/comb/protocol"
 )
 
 // replyMessage reads a pop reply's message the way any client would.
@@ -146,6 +147,14 @@ func TestReplies(t *testing.T) {
 	require.Equal(t, 1, n)
 	require.Equal(t, `{"dead_letters":[{"dlq_id":"d-31","group":"billing","partition":"eu","offset":17,"id":"order-7",`+
 		`"attempts":3,"reason":"failed","dead_at":"2026-01-02T03:04:05Z","data":{"sku":42}}],"next":"d-31"}`, string(b))
+	// An ack's error text follows the reason, and reads back as protocol's.
+	withErr := dl
+	withErr.Error = `upstream said "503" \ é`
+	b, _ = DLQReply([]domain.DeadLetter{withErr}, "", 0)
+	require.Contains(t, string(b), `"reason":"failed","error":"upstream said \"503\" \\ é","dead_at"`)
+	var rep protocol.DLQReply
+	require.NoError(t, json.Unmarshal(b, &rep))
+	require.Equal(t, withErr.Error, rep.DeadLetters[0].Error)
 	b, _ = DLQReply(nil, "", 0)
 	require.Equal(t, `{"dead_letters":[],"next":""}`, string(b))
 	// Over the limit: a prefix, and next points after it.

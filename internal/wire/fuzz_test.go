@@ -221,6 +221,14 @@ func FuzzDecodeAck(f *testing.F) {
 			require.GreaterOrEqual(t, a.Offset, int64(0))
 			require.NotEmpty(t, a.Lease)
 			require.NoError(t, protocol.ValidateName("partition", a.Partition))
+			if a.DelayMS != nil {
+				require.Contains(t, []domain.AckStatus{domain.AckRetry, domain.AckFailed}, a.Status)
+				require.True(t, *a.DelayMS >= 0 && *a.DelayMS <= protocol.MaxDelayMS, "delay_ms %d", *a.DelayMS)
+			}
+			if a.Error != "" {
+				require.Contains(t, []domain.AckStatus{domain.AckFailed, domain.AckDead}, a.Status)
+				require.NoError(t, protocol.ValidateText("error", a.Error, protocol.MaxAckErrorBytes))
+			}
 		}
 	})
 }

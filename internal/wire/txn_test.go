@@ -33,6 +33,14 @@ func TestDecodeTxn(t *testing.T) {
 		{Queue: domain.Global("side"), Messages: []domain.PushMessage{{Partition: "default", Data: []byte(`"\u00e9"`), Encoding: domain.EncodingJSON}}},
 	}, p.Push)
 
+	// An ack's retry delay and error text come along, checked as an ack's.
+	p, err = DecodeTxn([]byte(`{"acks":[{"queue":"in","offset":1,"lease":"l","status":"failed","delay_ms":500,"error":"timeout"}]}`), DefaultLimits())
+	require.NoError(t, err)
+	require.Equal(t, int64(500), *p.Acks[0].DelayMS)
+	require.Equal(t, "timeout", p.Acks[0].Error)
+	_, err = DecodeTxn([]byte(`{"acks":[{"queue":"in","offset":1,"lease":"l","delay_ms":5}]}`), DefaultLimits())
+	requireWireError(t, err, 400, "acks[0].delay_ms: only with status retry or failed")
+
 	// Acks alone, pushes alone.
 	p, err = DecodeTxn([]byte(`{"acks":[{"queue":"in","offset":1,"lease":"l"}]}`), DefaultLimits())
 	require.NoError(t, err)

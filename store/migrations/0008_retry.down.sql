@@ -1,0 +1,1 @@
+ALTER TABLE comb_dead_letters DROP COLUMN error;
