@@ -269,17 +269,17 @@ type trimArgs struct {
 }
 
 // trimToFit keeps the prefix of out that fits req.MaxBytes (at least one
-// message) and returns what trimPopSQL needs to give back the rest of the
+// message, unless req.StrictMaxBytes) and returns what trimPopSQL needs to give back the rest of the
 // leases, or nil when everything fits.
 func trimToFit(req domain.PopParams, out []domain.Message, pids []int64, leases []leasedRange) ([]domain.Message, *trimArgs) {
 	size := req.SizeOf
 	if size == nil {
-		size = func(m *domain.Message) int { return len(m.Data) + len(m.ID) + len(m.Partition) + 64 }
+		size = defaultSize
 	}
 	total, keep := 0, 0
 	for keep < len(out) {
 		total += size(&out[keep])
-		if total > req.MaxBytes && keep > 0 {
+		if total > req.MaxBytes && (keep > 0 || req.StrictMaxBytes) {
 			break
 		}
 		keep++
@@ -304,6 +304,9 @@ func trimToFit(req domain.PopParams, out []domain.Message, pids []int64, leases 
 	}
 	return out[:keep], t
 }
+
+// defaultSize is a message's size in a reply when PopParams.SizeOf is nil.
+func defaultSize(m *domain.Message) int { return len(m.Data) + len(m.ID) + len(m.Partition) + 64 }
 
 // leaseToken is the random part of the lease ids of one pop; the id also
 // names the partition, so leases are unique and renew finds them by key.
