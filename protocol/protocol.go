@@ -55,6 +55,14 @@ const (
 	// anything (see PeekRequest). Behind authentication only operators
 	// should be granted it (docs/security.md).
 	VerbPeek = "peek"
+	// VerbNamespacePop pops every queue under a namespace:
+	// "<prefix>.npop.billing" leases from billing.invoices,
+	// billing.refunds and any other queue whose name starts with
+	// "billing.", spreading pops over them. Each message says its queue
+	// (Delivery.Queue); ack and renew go to that queue's own subjects. Its
+	// body is a PopRequest without partition. NATS permissions scope it
+	// like any verb; see docs/security.md for what to grant with it.
+	VerbNamespacePop = "npop"
 	// VerbMaintenance is an operator verb, "<prefix>.maintenance" with no
 	// queue: it turns a bridge's maintenance mode on or off (see
 	// MaintenanceRequest). It is served in the global account only, never
@@ -67,7 +75,8 @@ const (
 var OperatorVerbs = []string{VerbMaintenance}
 
 // Verbs lists every verb, in the order the broker registers its endpoints.
-var Verbs = []string{VerbPush, VerbPut, VerbPop, VerbAck, VerbRenew, VerbConfigure, VerbInfo, VerbList, VerbDelete, VerbDLQ, VerbSeek, VerbGroups, VerbPeek}
+var Verbs = []string{VerbPush, VerbPut, VerbPop, VerbAck, VerbRenew, VerbConfigure, VerbInfo, VerbList, VerbDelete, VerbDLQ, VerbSeek, VerbGroups, VerbPeek,
+	VerbNamespacePop}
 
 // Subject returns the subject of a request: <prefix>.<verb>.<queue>, or
 // <prefix>.list for the list verb and <prefix>.maintenance for the
@@ -94,7 +103,8 @@ func ParseSubject(prefix, subject string) (verb, queue string, err error) {
 			return "", "", BadRequest("subject %q: %s takes no queue name", subject, verb)
 		}
 		return verb, "", nil
-	case VerbPush, VerbPut, VerbPop, VerbAck, VerbRenew, VerbConfigure, VerbInfo, VerbDelete, VerbDLQ, VerbSeek, VerbGroups, VerbPeek:
+	case VerbPush, VerbPut, VerbPop, VerbAck, VerbRenew, VerbConfigure, VerbInfo, VerbDelete, VerbDLQ, VerbSeek, VerbGroups, VerbPeek,
+		VerbNamespacePop:
 	default:
 		return "", "", BadRequest("subject %q: unknown verb %q", subject, verb)
 	}
