@@ -25,21 +25,27 @@ import (
 // They come least recently served first: by the group's newest lease in
 // each queue, never leased first, then by name. A namespace pop takes them
 // in that order, so the queue it served last goes to the back, across
-// every consumer and every broker, with no state but the cursors'. Reading
-// the group's cursors of every queue under the namespace is what a pop of
-// one queue does for its queue (it reads every cursor of the group).
+// every consumer and every broker, with no state but the cursors'. The
+// newest lease reads the group's cursors of every queue under the
+// namespace (by comb_cursors_queue_group, without the partitions), as a
+// pop of one queue reads its group's cursors; readiness stops at the first
+// ready cursor (EXISTS), and reads every cursor and its partition only in
+// a queue with nothing ready. With 8 queues of 200 partitions and a
+// backlog it took 0.7 ms (EXPLAIN ANALYZE; 3.6 ms as one aggregate over
+// cursors joined to partitions).
 const namespaceQueuesSQL = `
 SELECT q.name
 FROM comb_queues q
 LEFT JOIN comb_groups g ON g.queue_id = q.id AND g.name = $3
 LEFT JOIN LATERAL (
-    SELECT max(c.leased_at) AS last,
-           bool_or(p.next_offset > greatest(c.committed, p.low_offset)
-                   AND (c.lease_id IS NULL OR c.lease_until < now())) AS ready
-    FROM comb_cursors c JOIN comb_partitions p ON p.id = c.partition_id
+    SELECT max(c.leased_at) AS last FROM comb_cursors c
     WHERE c.queue_id = q.id AND c.group_name = $3) r ON true
 WHERE q.tenant = $1 AND q.name LIKE $2 ESCAPE '\'
-  AND (g.queue_id IS NULL OR r.ready)
+  AND (g.queue_id IS NULL OR EXISTS (
+        SELECT 1 FROM comb_cursors c JOIN comb_partitions p ON p.id = c.partition_id
+        WHERE c.queue_id = q.id AND c.group_name = $3
+          AND p.next_offset > greatest(c.committed, p.low_offset)
+          AND (c.lease_id IS NULL OR c.lease_until < now())))
 ORDER BY r.last NULLS FIRST, q.name`
 
 // namespacePattern is the LIKE pattern of the queues under namespace: its
@@ -82,7 +88,10 @@ func (s *Store) NamespaceQueues(ctx context.Context, namespace domain.QueueRef, 
 // ready, least recently served first (NamespaceQueues), until req.Max
 // messages or req.MaxBytes are reached or every queue was tried. That
 // costs one listing query plus one Pop (two round trips) per queue tried;
-// queues found empty by the listing cost nothing. One statement over
+// queues found empty by the listing cost nothing. BenchmarkPopNamespace
+// measured it here (2 shared cores, a noisy neighbour): a pop of one queue
+// 1.7 ms, a namespace pop served by one queue 2.8-4.1 ms, one that took
+// from 8 queues 12-13 ms. One statement over
 // every queue (c.queue_id = ANY(…)) would save the round trips but would
 // be a second copy of the pop statement, to keep in step with it; each
 // queue's own settings (lease, delay) would also have to travel as arrays.

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -236,4 +237,59 @@ func TestPopNamespaceIsTheTenants(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{`"A"`}, datas(ms))
 	require.Empty(t, popNS(t, st, "billing", domain.PopParams{Max: 10}), "the global tenant has none")
+}
+
+// BenchmarkPopNamespace measures what a namespace pop costs over a pop of
+// one queue: one listing query, then one Pop per queue it takes messages
+// from. Every partition holds 10 messages and each call leases whole
+// partitions (1 hour leases, never acked), so "one" reads one queue's
+// partition per call (listing + 1 Pop) and "eight" one partition of each
+// of 8 queues (listing + 8 Pops); "queue" is store.Pop of one queue.
+//
+//	go test ./store -run '^$' -bench PopNamespace -benchtime 200x
+func BenchmarkPopNamespace(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		max  int
+		ns   bool
+	}{{"queue", 10, false}, {"one", 10, true}, {"eight", 80, true}} {
+		b.Run(c.name, func(b *testing.B) {
+			st := newStore(b)
+			ctx := context.Background()
+			const queues = 8
+			for q := range queues {
+				ref := domain.Global(fmt.Sprint("bn.q", q))
+				if _, err := st.Configure(ctx, ref, domain.ConfigPatch{LeaseMS: ptr(int64(3_600_000))}); err != nil {
+					b.Fatal(err)
+				}
+				for first := 0; first < b.N; first += 10 {
+					r := domain.PushParams{Queue: ref}
+					for p := first; p < min(first+10, b.N); p++ {
+						for range 10 {
+							r.Messages = append(r.Messages, domain.PushMessage{Partition: fmt.Sprint("p", p), Data: make([]byte, 256), Encoding: domain.EncodingBinary})
+						}
+					}
+					if outs, err := st.Push(ctx, []domain.PushParams{r}); err != nil || outs[0].Err != nil {
+						b.Fatal(err, outs)
+					}
+				}
+			}
+			b.ResetTimer()
+			got := 0
+			for range b.N {
+				var ms []domain.Message
+				var err error
+				if c.ns {
+					ms, err = st.PopNamespace(ctx, domain.PopParams{Queue: domain.Global("bn"), Max: c.max})
+				} else {
+					ms, err = st.Pop(ctx, domain.PopParams{Queue: domain.Global("bn.q0"), Max: c.max})
+				}
+				if err != nil || len(ms) != c.max {
+					b.Fatal(err, len(ms))
+				}
+				got += len(ms)
+			}
+			b.ReportMetric(float64(got)/b.Elapsed().Seconds(), "msgs/s")
+		})
+	}
 }
