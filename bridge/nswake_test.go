@@ -68,6 +68,13 @@ func TestWakeNamespaces(t *testing.T) {
 	p.wake(domain.Global("n.q"), nil, 0)
 	require.Len(t, woken(), 2, "no count: every waiter")
 
+	// An ack's wake-up names its group: only that group's waiters.
+	g, h := park("", "n", "g", 0), park("", "n", "h", 0)
+	p.wake(domain.Global("n.q"), []wakeTarget{{"h", "p"}}, 0)
+	require.Equal(t, map[*popJob]bool{h: true}, woken())
+	p.wake(domain.Global("n.q"), []wakeTarget{{"h", "p"}, {"", "p2"}}, 0)
+	require.Equal(t, map[*popJob]bool{g: true}, woken(), "a target for every group wakes every group")
+
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	require.Empty(t, p.queues, "woken pops let go of their keys")

@@ -504,7 +504,7 @@ func (p *popper) wake(queue domain.QueueRef, targets []wakeTarget, count int) {
 	for _, t := range targets {
 		p.log.add(queue, t.partition, now)
 	}
-	p.wakeNamespacesLocked(queue, count)
+	p.wakeNamespacesLocked(queue, targets, count)
 	wq := p.queues[queue]
 	if wq == nil {
 		return
@@ -559,11 +559,23 @@ func (p *popper) wake(queue domain.QueueRef, targets []wakeTarget, count int) {
 // wakeNamespacesLocked retries the namespace pops that queue is under: for
 // a.b.c, those of the namespaces a and a.b, which wait under the keys "a."
 // and "a.b." (see popJob.ns). The queue need not have existed when they
-// began to wait. Every waiter is retried, except that a count (messages
-// made ready) bounds them per group as in wakeCountLocked: a namespace
-// pop's partitions belong to many queues, so the targets, which name one
-// queue's, do not narrow it down.
-func (p *popper) wakeNamespacesLocked(queue domain.QueueRef, count int) {
+// began to wait. Every waiter is retried, except that targets that all
+// name a group (an ack's) retry only those groups' waiters, and a count
+// (messages made ready) bounds them per group as in wakeCountLocked. The
+// targets' partitions do not narrow it down further: a namespace pop's
+// partitions belong to many queues.
+func (p *popper) wakeNamespacesLocked(queue domain.QueueRef, targets []wakeTarget, count int) {
+	var groups map[string]bool // nil: every group
+	for _, t := range targets {
+		if t.group == "" {
+			groups = nil
+			break
+		}
+		if groups == nil {
+			groups = map[string]bool{}
+		}
+		groups[t.group] = true
+	}
 	for i := range len(queue.Name) {
 		if queue.Name[i] != '.' {
 			continue
@@ -575,6 +587,9 @@ func (p *popper) wakeNamespacesLocked(queue domain.QueueRef, count int) {
 		wq.seq++
 		left := map[string]int{}
 		for job := range wq.waiters {
+			if groups != nil && !groups[job.req.Group] {
+				continue
+			}
 			if count > 0 {
 				budget, seen := left[job.req.Group]
 				if !seen {
