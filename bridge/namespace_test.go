@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/combmq/comb/bridge"
+	"github.com/combmq/comb/embeddednats"
 	"github.com/combmq/comb/internal/combtest"
 )
 
@@ -160,4 +162,34 @@ func TestNamespacePopWokenByPushToNewQueue(t *testing.T) {
 		require.Equal(t, `"hello"`, string(got[0].Data))
 	}
 	require.Zero(t, env.Bridge.Waiting()+second.Waiting())
+}
+
+// TestNamespacePopReplyFitsMaxPayload: the queues of a namespace pop share
+// one reply, and what does not fit stays for the next pop: under auto_ack
+// every message comes exactly once, none lost to a trimmed reply.
+func TestNamespacePopReplyFitsMaxPayload(t *testing.T) {
+	t.Parallel()
+	env := combtest.StartWith(t, combtest.Options{NATS: embeddednats.Config{MaxPayload: 4096}})
+	nc := env.NC
+	want := map[string]bool{}
+	for _, q := range []string{"fit.a", "fit.b", "fit.c"} {
+		for i := range 3 {
+			push(t, nc, q, fmt.Sprintf(`{"messages":[{"data":"%d%s"}]}`, i, strings.Repeat("x", 600)))
+			want[fmt.Sprint(q, "/", i)] = true
+		}
+	}
+	got := map[string]bool{}
+	for range 20 {
+		msgs := npop(t, nc, "fit", `{"max":100,"auto_ack":true}`)
+		if len(msgs) == 0 {
+			break
+		}
+		require.Less(t, len(msgs), 9, "4096 bytes hold fewer than 9 messages of 600")
+		for _, m := range msgs {
+			k := fmt.Sprint(m.Queue, "/", m.Offset)
+			require.False(t, got[k], "%s twice", k)
+			got[k] = true
+		}
+	}
+	require.Equal(t, want, got)
 }
