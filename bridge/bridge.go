@@ -548,19 +548,21 @@ func (b *Bridge) abortStart() {
 }
 
 var descriptions = map[string]string{
-	protocol.VerbPush:         "append a batch of messages",
-	protocol.VerbPut:          "append one message: the body is the message",
-	protocol.VerbPop:          "lease the next messages for a consumer group",
-	protocol.VerbAck:          "settle leased messages",
-	protocol.VerbRenew:        "extend leases",
-	protocol.VerbConfigure:    "create a queue or change some of its settings",
-	protocol.VerbInfo:         "settings and live figures of one queue",
-	protocol.VerbList:         "every queue, one line of figures each",
-	protocol.VerbDelete:       "delete a queue and all its data",
-	protocol.VerbDLQ:          "list, replay or purge dead letters",
-	protocol.VerbSeek:         "move a consumer group's cursors to the start, the end or a time",
-	protocol.VerbGroups:       "list a queue's consumer groups with their lag, or delete one",
-	protocol.VerbPeek:         "read a partition's messages by offset or producer id, leasing nothing",
+	protocol.VerbPush:      "append a batch of messages",
+	protocol.VerbPut:       "append one message: the body is the message",
+	protocol.VerbPop:       "lease the next messages for a consumer group",
+	protocol.VerbAck:       "settle leased messages",
+	protocol.VerbRenew:     "extend leases",
+	protocol.VerbConfigure: "create a queue or change some of its settings",
+	protocol.VerbInfo:      "settings and live figures of one queue",
+	protocol.VerbList:      "every queue, one line of figures each",
+	protocol.VerbDelete:    "delete a queue and all its data",
+	protocol.VerbDLQ:       "list, replay or purge dead letters",
+	protocol.VerbSeek:      "move a consumer group's cursors to the start, the end or a time",
+	protocol.VerbGroups:    "list a queue's consumer groups with their lag, or delete one",
+	protocol.VerbPeek:      "read a partition's messages by offset or producer id, leasing nothing",
+
+	// A namespace pop, apart: its longer name would realign the lines above.
 	protocol.VerbNamespacePop: "lease the next messages of every queue under a namespace",
 }
 
