@@ -469,7 +469,7 @@ func (b *Bridge) serve(ctx context.Context, t *tenant) error {
 		protocol.VerbAck: b.handleAck, protocol.VerbRenew: b.handleRenew, protocol.VerbConfigure: b.handleConfigure,
 		protocol.VerbInfo: b.handleInfo, protocol.VerbList: b.handleList, protocol.VerbDelete: b.handleDelete,
 		protocol.VerbDLQ: b.handleDLQ, protocol.VerbSeek: b.handleSeek, protocol.VerbGroups: b.handleGroups,
-		protocol.VerbPeek: b.handlePeek, protocol.VerbTxn: b.handleTxn,
+		protocol.VerbPeek: b.handlePeek, protocol.VerbTxn: b.handleTxn, protocol.VerbNamespacePop: b.handleNamespacePop,
 	}
 	for _, verb := range protocol.Verbs {
 		subject := b.cfg.Prefix + "." + verb + ".>"
@@ -562,6 +562,9 @@ var descriptions = map[string]string{
 	protocol.VerbGroups:    "list a queue's consumer groups with their lag, or delete one",
 	protocol.VerbPeek:      "read a partition's messages by offset or producer id, leasing nothing",
 	protocol.VerbTxn:       "settle acks and push messages, across queues, in one transaction: all or nothing",
+
+	// A namespace pop, apart: its longer name would realign the lines above.
+	protocol.VerbNamespacePop: "lease the next messages of every queue under a namespace",
 }
 
 // statsOf is the "data" of t's endpoint verb in the micro stats: t's own

@@ -73,6 +73,7 @@ func TestMicroCLI(t *testing.T) {
 		"renew": "comb.renew.>", "seek": "comb.seek.>", "configure": "comb.configure.>", "info": "comb.info.>", "list": "comb.list",
 		"delete": "comb.delete.>", "dlq": "comb.dlq.>", "groups": "comb.groups.>", "peek": "comb.peek.>", "maintenance": "comb.maintenance",
 		"txn": "comb.txn",
+		"npop": "comb.npop.>",
 	}, subjects)
 
 	var stats []struct {

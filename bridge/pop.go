@@ -1,8 +1,10 @@
 package bridge
 
 import (
+	"cmp"
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,6 +32,17 @@ type popJob struct {
 	// tries counts the pop's tries; from the second on, it has waited,
 	// and its requester may have gone.
 	tries int
+	// ns marks a namespace pop (protocol.VerbNamespacePop). Its
+	// req.Queue.Name is then the namespace and its dot, "billing.": no
+	// queue's name ends in a dot, so the key of its waiters in
+	// popper.queues is apart from every queue's, and a wake-up of a queue
+	// finds it by the queue name's prefixes (see wakeNamespacesLocked).
+	ns bool
+}
+
+// namespace is the namespace a namespace pop's job names.
+func (j *popJob) namespace() domain.QueueRef {
+	return domain.QueueRef{Tenant: j.req.Queue.Tenant, Name: strings.TrimSuffix(j.req.Queue.Name, ".")}
 }
 
 // waitQueue holds the long-polling pops of one queue. It exists while some
@@ -103,7 +116,13 @@ func newPopper(b *Bridge) *popper {
 	return &popper{b: b, ch: make(chan *popJob, b.cfg.MaxPops), queues: map[domain.QueueRef]*waitQueue{}}
 }
 
-func (b *Bridge) handlePop(t *tenant, req micro.Request) {
+func (b *Bridge) handlePop(t *tenant, req micro.Request) { b.startPop(t, req, false) }
+
+// handleNamespacePop takes a pop of every queue under a namespace; it
+// shares the pop's workers, bounds and long-polling.
+func (b *Bridge) handleNamespacePop(t *tenant, req micro.Request) { b.startPop(t, req, true) }
+
+func (b *Bridge) startPop(t *tenant, req micro.Request, ns bool) {
 	if req.Reply() == "" {
 		// Nobody would receive the messages: leasing them would only hide
 		// them until the lease expired.
@@ -114,7 +133,12 @@ func (b *Bridge) handlePop(t *tenant, req micro.Request) {
 		b.fail(t, req, err)
 		return
 	}
-	p, err := wire.DecodePop(req.Data())
+	decode, verb := wire.DecodePop, protocol.VerbPop
+	if ns {
+		decode, verb = wire.DecodeNamespacePop, protocol.VerbNamespacePop
+		queue.Name += "."
+	}
+	p, err := decode(req.Data())
 	if err != nil {
 		b.fail(t, req, err)
 		return
@@ -125,7 +149,7 @@ func (b *Bridge) handlePop(t *tenant, req micro.Request) {
 			return
 		}
 	}
-	c, ok := b.admit(t, req, protocol.VerbPop)
+	c, ok := b.admit(t, req, verb)
 	if !ok {
 		if p.Wait > 0 {
 			t.quota.longPollDone()
@@ -140,7 +164,7 @@ func (b *Bridge) handlePop(t *tenant, req micro.Request) {
 		b.overloaded(req, c)
 		return
 	}
-	job := &popJob{call: c, req: p.Params}
+	job := &popJob{call: c, req: p.Params, ns: ns}
 	job.req.Queue = queue
 	// Lease no more than one reply carries: the store gives back the rest.
 	job.req.MaxBytes = int(b.nc.MaxPayload()) - len(`{"messages":[]}`)
@@ -178,7 +202,7 @@ func (p *popper) run(job *popJob) {
 	var seq uint64
 	var k known
 	if waits {
-		seq, k = p.attach(job.req.Queue, job.req.Group, job.req.Partition == "")
+		seq, k = p.attach(job.req.Queue, job.req.Group, job.req.Partition == "" && !job.ns)
 		if k.valid && len(k.cands) == 0 && time.Now().Before(job.deadline) && p.park(job, seq, time.Time{}) {
 			return // nothing can be ready
 		}
@@ -196,6 +220,9 @@ func (p *popper) run(job *popJob) {
 		msgs, err = p.popCandidates(job, seq, k.cands)
 	} else {
 		msgs, err = p.pop(job)
+	}
+	if job.ns {
+		began = time.Time{} // no empty marks: they are per queue
 	}
 	if p.b.obs != nil {
 		p.b.obs.PopTx(time.Since(tried), job.req.Queue, len(msgs))
@@ -236,6 +263,11 @@ func (p *popper) gone(job *popJob) bool {
 func (p *popper) pop(job *popJob) ([]domain.Message, error) {
 	ctx, cancel := p.b.storeCtx()
 	defer cancel()
+	if job.ns {
+		req := job.req
+		req.Queue = job.namespace()
+		return p.b.st.PopNamespace(ctx, req)
+	}
 	if hint := job.hint; hint != "" {
 		job.hint = ""
 		if job.req.Partition == "" && job.req.Partitions <= 1 {
@@ -334,9 +366,26 @@ func (p *popper) reply(job *popJob, msgs []domain.Message) {
 		p.b.log.Debug("pop: reply trimmed to max_payload", "queue", job.req.Queue, "sent", n, "leased", len(msgs))
 	}
 	if p.b.obs != nil && n > 0 {
-		p.b.obs.Popped(job.req.Queue, msgs[:n])
+		p.observePopped(job, msgs[:n])
 	}
 	p.b.respond(job.call, data)
+}
+
+// observePopped tells the observer what a reply carries, per queue: a
+// namespace pop's messages come in runs of one queue each.
+func (p *popper) observePopped(job *popJob, msgs []domain.Message) {
+	if !job.ns {
+		p.b.obs.Popped(job.req.Queue, msgs)
+		return
+	}
+	for len(msgs) > 0 {
+		n := 1
+		for n < len(msgs) && msgs[n].Queue == msgs[0].Queue {
+			n++
+		}
+		p.b.obs.Popped(domain.QueueRef{Tenant: job.req.Queue.Tenant, Name: msgs[0].Queue}, msgs[:n])
+		msgs = msgs[n:]
+	}
 }
 
 // attach notes that a pop of queue is trying, and returns the queue's wake
@@ -455,6 +504,7 @@ func (p *popper) wake(queue domain.QueueRef, targets []wakeTarget, count int) {
 	for _, t := range targets {
 		p.log.add(queue, t.partition, now)
 	}
+	p.wakeNamespacesLocked(queue, targets, count)
 	wq := p.queues[queue]
 	if wq == nil {
 		return
@@ -501,6 +551,55 @@ func (p *popper) wake(queue domain.QueueRef, targets []wakeTarget, count int) {
 			// of the named ones.
 			budget[g] -= max(job.req.Partitions, 1)
 			job.hint = nextHint(hints, g)
+			p.unparkLocked(wq, job)
+		}
+	}
+}
+
+// wakeNamespacesLocked retries the namespace pops that queue is under: for
+// a.b.c, those of the namespaces a and a.b, which wait under the keys "a."
+// and "a.b." (see popJob.ns). The queue need not have existed when they
+// began to wait. Every waiter is retried, except that targets that all
+// name a group (an ack's) retry only those groups' waiters, and a count
+// (messages made ready) bounds them per group as in wakeCountLocked. The
+// targets' partitions do not narrow it down further: a namespace pop's
+// partitions belong to many queues.
+func (p *popper) wakeNamespacesLocked(queue domain.QueueRef, targets []wakeTarget, count int) {
+	var groups map[string]bool // nil: every group
+	for _, t := range targets {
+		if t.group == "" {
+			groups = nil
+			break
+		}
+		if groups == nil {
+			groups = map[string]bool{}
+		}
+		groups[t.group] = true
+	}
+	for i := range len(queue.Name) {
+		if queue.Name[i] != '.' {
+			continue
+		}
+		wq := p.queues[domain.QueueRef{Tenant: queue.Tenant, Name: queue.Name[:i+1]}]
+		if wq == nil {
+			continue
+		}
+		wq.seq++
+		left := map[string]int{}
+		for job := range wq.waiters {
+			if groups != nil && !groups[job.req.Group] {
+				continue
+			}
+			if count > 0 {
+				budget, seen := left[job.req.Group]
+				if !seen {
+					budget = count
+				}
+				if budget <= 0 {
+					continue
+				}
+				left[job.req.Group] = budget - cmp.Or(job.req.Max, protocol.DefaultPopMax)
+			}
 			p.unparkLocked(wq, job)
 		}
 	}

@@ -214,6 +214,11 @@ type PopParams struct {
 	// and shrinks its leases to what it returns in the same transaction,
 	// so nothing stays leased unseen. 0 means no bound.
 	MaxBytes int
+	// StrictMaxBytes makes MaxBytes bound the first message too: a pop
+	// whose first message does not fit returns nothing and leases
+	// nothing. A namespace pop sets it for every queue after the first,
+	// whose messages share one reply.
+	StrictMaxBytes bool
 	// SizeOf is a message's size in the reply; nil counts data, id and
 	// partition bytes plus 64.
 	SizeOf func(*Message) int
@@ -221,6 +226,9 @@ type PopParams struct {
 
 // Message is a delivered message.
 type Message struct {
+	// Queue is the message's queue when a namespace pop returned it
+	// (Store.PopNamespace); empty from a pop of one queue.
+	Queue     string
 	Partition string
 	Offset    int64
 	ID        string

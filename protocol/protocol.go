@@ -59,6 +59,14 @@ const (
 	// tenant, in one transaction: "<prefix>.txn", with no queue (see
 	// TxnRequest).
 	VerbTxn = "txn"
+	// VerbNamespacePop pops every queue under a namespace:
+	// "<prefix>.npop.billing" leases from billing.invoices,
+	// billing.refunds and any other queue whose name starts with
+	// "billing.", spreading pops over them. Each message says its queue
+	// (Delivery.Queue); ack and renew go to that queue's own subjects. Its
+	// body is a PopRequest without partition. NATS permissions scope it
+	// like any verb; see docs/security.md for what to grant with it.
+	VerbNamespacePop = "npop"
 	// VerbMaintenance is an operator verb, "<prefix>.maintenance" with no
 	// queue: it turns a bridge's maintenance mode on or off (see
 	// MaintenanceRequest). It is served in the global account only, never
@@ -71,7 +79,8 @@ const (
 var OperatorVerbs = []string{VerbMaintenance}
 
 // Verbs lists every verb, in the order the broker registers its endpoints.
-var Verbs = []string{VerbPush, VerbPut, VerbPop, VerbAck, VerbRenew, VerbConfigure, VerbInfo, VerbList, VerbDelete, VerbDLQ, VerbSeek, VerbGroups, VerbPeek, VerbTxn}
+var Verbs = []string{VerbPush, VerbPut, VerbPop, VerbAck, VerbRenew, VerbConfigure, VerbInfo, VerbList, VerbDelete, VerbDLQ, VerbSeek, VerbGroups, VerbPeek,
+	VerbTxn, VerbNamespacePop}
 
 // TakesQueue reports whether a verb's subject names a queue
 // (<prefix>.<verb>.<queue>); list, txn and maintenance take none.
@@ -103,7 +112,8 @@ func ParseSubject(prefix, subject string) (verb, queue string, err error) {
 			return "", "", BadRequest("subject %q: %s takes no queue name", subject, verb)
 		}
 		return verb, "", nil
-	case VerbPush, VerbPut, VerbPop, VerbAck, VerbRenew, VerbConfigure, VerbInfo, VerbDelete, VerbDLQ, VerbSeek, VerbGroups, VerbPeek:
+	case VerbPush, VerbPut, VerbPop, VerbAck, VerbRenew, VerbConfigure, VerbInfo, VerbDelete, VerbDLQ, VerbSeek, VerbGroups, VerbPeek,
+		VerbNamespacePop:
 	default:
 		return "", "", BadRequest("subject %q: unknown verb %q", subject, verb)
 	}

@@ -281,6 +281,8 @@ func TestJSONShapes(t *testing.T) {
 		{v: new(protocol.PopReply), in: `{"messages":[{"partition":"eu","offset":1,"id":"order-8","lease":"l-1-6c0e3a52e4bd1d5f","attempt":1,"created_at":"2026-11-30T16:51:37.98668Z","data":{"sku":43}}]}`},
 		{v: new(protocol.PopReply), in: `{"messages":[{"partition":"default","offset":1,"attempt":1,"created_at":"2026-11-30T16:51:46.925243Z","data_b64":"AAEC"}]}`},
 		{v: new(protocol.PopReply), in: `{"messages":[]}`},
+		{v: new(protocol.PopReply), in: `{"messages":[{"queue":"billing.invoices","partition":"default","offset":0,"lease":"l-4-1f3a9c2e7b6d5a40","attempt":1,"created_at":"2026-12-01T21:40:12.31857Z","data":{"amount":120}}]}`},
+		{v: new(protocol.PopRequest), in: `{"group":"ledger","max":1}`},
 		{v: new(protocol.AckRequest), in: `{"group":"billing","acks":[{"partition":"eu","offset":2,"lease":"l-1-6c0e3a52e4bd1d5f","status":"completed"}]}`},
 		{v: new(protocol.AckRequest), in: `{"acks":[{"offset":0,"lease":"l-1"}]}`},
 		{v: new(protocol.AckRequest), in: `{"group":"billing","acks":[{"partition":"eu","offset":2,"lease":"l-1-6c0e3a52e4bd1d5f","status":"failed","delay_ms":500,"error":"payment service timed out"}]}`},

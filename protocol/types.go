@@ -79,7 +79,8 @@ type PushResult struct {
 	Status    string `json:"status"` // StatusStored, StatusDuplicate or StatusSpooled
 }
 
-// PopRequest is the body of <prefix>.pop.<queue>; every field is optional.
+// PopRequest is the body of <prefix>.pop.<queue>, and of
+// <prefix>.npop.<namespace> without Partition; every field is optional.
 type PopRequest struct {
 	Group      string `json:"group,omitempty"`
 	Partition  string `json:"partition,omitempty"`
@@ -99,6 +100,9 @@ type PopReply struct {
 // Delivery is one delivered message. It carries Data when the message's
 // bytes are JSON, else DataB64.
 type Delivery struct {
+	// Queue is the message's queue, in the reply of a namespace pop
+	// (VerbNamespacePop) only: ack and renew it there.
+	Queue     string          `json:"queue,omitempty"`
 	Partition string          `json:"partition"`
 	Offset    int64           `json:"offset"`
 	ID        string          `json:"id,omitempty"`

@@ -282,17 +282,17 @@ type trimArgs struct {
 }
 
 // trimToFit keeps the prefix of out that fits req.MaxBytes (at least one
-// message) and returns what trimPopSQL needs to give back the rest of the
+// message, unless req.StrictMaxBytes) and returns what trimPopSQL needs to give back the rest of the
 // leases, or nil when everything fits.
 func trimToFit(req domain.PopParams, out []domain.Message, pids []int64, leases []leasedRange) ([]domain.Message, *trimArgs) {
 	size := req.SizeOf
 	if size == nil {
-		size = func(m *domain.Message) int { return len(m.Data) + len(m.Headers) + len(m.ID) + len(m.Partition) + 64 }
+		size = defaultSize
 	}
 	total, keep := 0, 0
 	for keep < len(out) {
 		total += size(&out[keep])
-		if total > req.MaxBytes && keep > 0 {
+		if total > req.MaxBytes && (keep > 0 || req.StrictMaxBytes) {
 			break
 		}
 		keep++
@@ -316,6 +316,11 @@ func trimToFit(req domain.PopParams, out []domain.Message, pids []int64, leases 
 		t.uptos, t.his, t.leases = append(t.uptos, last[l.pid]), append(t.his, l.hi), append(t.leases, l.lease)
 	}
 	return out[:keep], t
+}
+
+// defaultSize is a message's size in a reply when PopParams.SizeOf is nil.
+func defaultSize(m *domain.Message) int {
+	return len(m.Data) + len(m.Headers) + len(m.ID) + len(m.Partition) + 64
 }
 
 // leaseToken is the random part of the lease ids of one pop; the id also

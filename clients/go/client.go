@@ -132,6 +132,24 @@ func (c *Client) Put(ctx context.Context, queue string, data []byte, opts PutOpt
 // Settle the messages with Ack before their lease expires, or they are
 // delivered again.
 func (c *Client) Pop(ctx context.Context, queue string, opts PopOptions) ([]Delivery, error) {
+	return c.pop(ctx, protocol.VerbPop, queue, opts)
+}
+
+// PopNamespace leases the next messages of every queue under namespace
+// (the queues whose names start with namespace and a dot: "billing" pops
+// "billing.invoices" and "billing.refunds") for a consumer group, spread
+// over the queues. opts apply to each queue as to Pop, but
+// opts.Partition must be empty. Each Delivery's Queue says which queue it
+// came from: Ack and Renew it there. It returns an empty slice, not an
+// error, when nothing became ready within opts.Wait, also when no queue
+// is under namespace.
+func (c *Client) PopNamespace(ctx context.Context, namespace string, opts PopOptions) ([]Delivery, error) {
+	return c.pop(ctx, protocol.VerbNamespacePop, namespace, opts)
+}
+
+// pop is Pop and PopNamespace: a pop of one queue names no queue in its
+// messages, so they get the queue popped.
+func (c *Client) pop(ctx context.Context, verb, queue string, opts PopOptions) ([]Delivery, error) {
 	req := protocol.PopRequest{
 		Group:      opts.Group,
 		Partition:  opts.Partition,
@@ -143,14 +161,19 @@ func (c *Client) Pop(ctx context.Context, queue string, opts PopOptions) ([]Deli
 		From:       opts.From,
 	}
 	var rep protocol.PopReply
-	if err := c.request(ctx, protocol.VerbPop, queue, req, nil, opts.Wait, &rep); err != nil {
+	if err := c.request(ctx, verb, queue, req, nil, opts.Wait, &rep); err != nil {
 		return nil, err
 	}
 	out := make([]Delivery, len(rep.Messages))
 	for i, m := range rep.Messages {
 		d, err := delivery(m)
 		if err != nil {
-			return nil, fmt.Errorf("comb: pop %s: message %s/%d: %w", queue, m.Partition, m.Offset, err)
+			return nil, fmt.Errorf("comb: %s %s: message %s/%d: %w", verb, queue, m.Partition, m.Offset, err)
+		}
+		if verb == protocol.VerbPop {
+			d.Queue = queue
+		} else if d.Queue == "" {
+			return nil, fmt.Errorf("comb: %s %s: message %s/%d names no queue", verb, queue, m.Partition, m.Offset)
 		}
 		out[i] = d
 	}

@@ -127,6 +127,10 @@ type PopOptions struct {
 // Delivery is one delivered message, its bytes decoded from the data or
 // data_b64 of its wire form, protocol.Delivery.
 type Delivery struct {
+	// Queue is the queue the message is in, which Ack and Renew take:
+	// the queue popped, or for PopNamespace the queue under the namespace
+	// that the message came from. Peek leaves it empty.
+	Queue     string
 	Partition string
 	Offset    int64
 	ID        string
@@ -347,6 +351,7 @@ func delivery(m protocol.Delivery) (Delivery, error) {
 		return Delivery{}, err
 	}
 	return Delivery{
+		Queue:     m.Queue,
 		Partition: m.Partition,
 		Offset:    m.Offset,
 		ID:        m.ID,

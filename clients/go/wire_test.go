@@ -100,7 +100,7 @@ func TestRequestBodies(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, `{}`, body(p+".pop.q"), "a zero PopOptions sends nothing: the service's defaults apply")
 	require.Len(t, ds, 2)
-	require.Equal(t, comb.Delivery{Partition: "eu", Offset: 3, ID: "i", Lease: "l-1", Attempt: 2,
+	require.Equal(t, comb.Delivery{Queue: "q", Partition: "eu", Offset: 3, ID: "i", Lease: "l-1", Attempt: 2,
 		CreatedAt: time.Date(2026, 11, 30, 16, 51, 37, 967060000, time.UTC), Data: []byte(`{"a":"<é>"}`)}, ds[0])
 	require.Equal(t, []byte{0, 1, 2}, ds[1].Data)
 

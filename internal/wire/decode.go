@@ -231,6 +231,20 @@ func DecodePop(body []byte) (Pop, error) {
 	return p, nil
 }
 
+// DecodeNamespacePop decodes and checks the body of a namespace pop
+// (protocol.VerbNamespacePop): a pop body as DecodePop takes it, without
+// partition, since a namespace's queues share no partitions.
+func DecodeNamespacePop(body []byte) (Pop, error) {
+	p, err := DecodePop(body)
+	if err != nil {
+		return Pop{}, err
+	}
+	if p.Params.Partition != "" {
+		return Pop{}, badRequest("partition: not allowed in a namespace pop; pop the queue itself to name a partition")
+	}
+	return p, nil
+}
+
 // ParseFrom parses a pop's from: "" or "all", "new", or an RFC 3339 time.
 func ParseFrom(s string) (domain.Start, error) {
 	switch s {

@@ -134,7 +134,7 @@ func AppendTime(b []byte, t time.Time) []byte {
 
 // messageSize estimates a message's encoded size, to size buffers once.
 func messageSize(m *domain.Message) int {
-	return 160 + len(m.Partition) + len(m.ID) + len(m.Lease) + headersLen(m.Headers) + base64.StdEncoding.EncodedLen(len(m.Data))
+	return 160 + len(m.Queue) + len(m.Partition) + len(m.ID) + len(m.Lease) + headersLen(m.Headers) + base64.StdEncoding.EncodedLen(len(m.Data))
 }
 
 // PopReply returns a pop reply, {"messages":[…]}, holding as many of msgs,
@@ -175,7 +175,13 @@ func AppendPopReply(b []byte, msgs []domain.Message, limit int) ([]byte, int) {
 
 func appendMessage(b []byte, m *domain.Message) []byte {
 	b = slices.Grow(b, messageSize(m))
-	b = append(b, `{"partition":`...)
+	b = append(b, '{')
+	if m.Queue != "" {
+		b = append(b, `"queue":`...)
+		b = AppendString(b, m.Queue)
+		b = append(b, ',')
+	}
+	b = append(b, `"partition":`...)
 	b = AppendString(b, m.Partition)
 	b = append(b, `,"offset":`...)
 	b = strconv.AppendInt(b, m.Offset, 10)
@@ -441,6 +447,9 @@ func MessageSize(m *domain.Message) int {
 	var buf [40]byte
 	n := len(`,{"partition":,"offset":,"attempt":,"created_at":"",}`)
 	n += stringLen(m.Partition)
+	if m.Queue != "" {
+		n += len(`"queue":,`) + stringLen(m.Queue)
+	}
 	n += len(strconv.AppendInt(buf[:0], m.Offset, 10))
 	if m.ID != "" {
 		n += len(`,"id":`) + stringLen(m.ID)

@@ -19,6 +19,7 @@ import (
 type replyMessage struct {
 	Partition string          `json:"partition"`
 	Offset    int64           `json:"offset"`
+	Queue     string          `json:"queue"`
 	ID        string          `json:"id"`
 	Lease     string          `json:"lease"`
 	Attempt   int             `json:"attempt"`

@@ -117,6 +117,17 @@ func FuzzDataRoundTrip(f *testing.F) {
 		require.Equal(t, len(AppendString(nil, string(data))), stringLen(string(data)))
 		got := decodePopReply(t, reply)
 		require.Equal(t, string(data), string(got[0].bytesOf(t)))
+		require.Empty(t, got[0].Queue, "a pop of one queue names none")
+
+		// A namespace pop's message names its queue, and MessageSize
+		// counts it.
+		msg.Queue = "billing.in_" + strings.Repeat("x", len(data)%7)
+		reply, n = PopReply([]domain.Message{msg}, 0)
+		require.Equal(t, 1, n)
+		require.Equal(t, len(reply)-len(`{"messages":[]}`)+1, MessageSize(&msg), "MessageSize counts the queue")
+		got = decodePopReply(t, reply)
+		require.Equal(t, msg.Queue, got[0].Queue)
+		require.Equal(t, string(data), string(got[0].bytesOf(t)))
 	})
 }
 
@@ -199,6 +210,31 @@ func FuzzDecodePop(f *testing.F) {
 		require.True(t, p.Wait >= 0 && p.Wait <= protocol.MaxWaitMS*time.Millisecond)
 		require.True(t, r.LeaseMS == 0 || (r.LeaseMS >= protocol.MinLeaseMS && r.LeaseMS <= protocol.MaxLeaseMS))
 		require.Contains(t, []domain.StartKind{domain.StartAll, domain.StartNew, domain.StartTime}, r.From.Kind)
+	})
+}
+
+// FuzzDecodeNamespacePop: a namespace pop takes what a pop takes, but
+// never a partition; what it refuses is a 400.
+func FuzzDecodeNamespacePop(f *testing.F) {
+	for _, s := range wiretest.Bodies[protocol.VerbNamespacePop] {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		p, err := DecodeNamespacePop(body)
+		single, singleErr := DecodePop(body)
+		if err != nil {
+			we, ok := protocol.AsError(err)
+			require.True(t, ok, "%v", err)
+			require.Equal(t, 400, we.Code)
+			require.True(t, singleErr != nil || single.Params.Partition != "", "refused only what a pop refuses, or a partition")
+			return
+		}
+		require.NoError(t, singleErr)
+		require.Empty(t, p.Params.Partition)
+		require.Equal(t, single.Params.Group, p.Params.Group)
+		require.Equal(t, single.Params.Max, p.Params.Max)
+		require.Equal(t, single.Params.Partitions, p.Params.Partitions)
+		require.Equal(t, single.Wait, p.Wait)
 	})
 }
 

@@ -23,6 +23,8 @@ var Bodies = map[string][]string{
 	protocol.VerbPop: {``, `{}`, `{"group":"billing","partition":"eu","max":100,"partitions":1,"wait_ms":5000,"lease_ms":30000,"auto_ack":false,"from":"all"}`,
 		`{"from":"2026-11-30T10:00:00Z"}`, `{"max":0}`, `{"max":1e3}`, `{"wait_ms":-1}`, `{"from":"new","partitions":1000}`, `{"lease_ms":99}`, `null`,
 		"{\"group\":\"g\xc3\"}", `{"wait":1}`},
+	protocol.VerbNamespacePop: {``, `{}`, `{"group":"billing","max":10,"wait_ms":2000}`, `{"partition":"eu"}`, `{"partition":""}`,
+		`{"partitions":3,"auto_ack":true,"lease_ms":1000}`, `{"max":0}`, `{"namespace":true}`, `{"from":"new"}`, `null`, `[]`},
 	protocol.VerbAck: {`{"group":"billing","acks":[{"partition":"eu","offset":17,"lease":"l-9f2c","status":"completed"}]}`,
 		`{"acks":[{"offset":0,"lease":"l"},{"offset":1,"lease":"l","status":"dead"}]}`, `{"acks":[{"offset":1,"lease":"l","status":"nope"}]}`,
 		`{"acks":[]}`, ``, `{"acks":[{"offset":-1,"lease":"l"}]}`, `{"acks":[{"offset":1}]}`,
