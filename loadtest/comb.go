@@ -72,6 +72,20 @@ func newCombBackend(ctx context.Context, cfg *Config, log *slog.Logger) (*combBa
 		b.close()
 		return nil, fmt.Errorf("configure queue %s: %w", cfg.Queue, err)
 	}
+	if cfg.Pipeline {
+		out := PipelineQueue(cfg.Queue)
+		err := retry(ctx, func(actx context.Context) error {
+			_, err := b.clients[0].Configure(actx, out, comb.ConfigPatch{MaxAgeS: comb.Int64(PipelineMaxAgeS)})
+			if errors.Is(err, protocol.ErrBadRequest) {
+				return backoff.Permanent(err)
+			}
+			return err
+		})
+		if err != nil {
+			b.close()
+			return nil, fmt.Errorf("configure queue %s: %w", out, err)
+		}
+	}
 	b.pid = listenerPID(cfg.NATSURL)
 	if b.pid == 0 && cfg.BrokerPID == 0 {
 		log.Info("loadtest: broker process not found on this host; its memory and CPU columns stay empty (set -broker-pid)")
@@ -164,8 +178,23 @@ func (b *combBackend) consume(ctx context.Context, id int, r *runner) {
 		}
 		return cl.Pop(ctx, cfg.Queue, opts)
 	}
-	ack := func(ctx context.Context, acks []comb.Ack) ([]comb.AckResult, error) {
-		if cfg.Client == ClientRaw {
+	ack := func(ctx context.Context, acks []comb.Ack, msgs []comb.Delivery) ([]comb.AckResult, error) {
+		switch {
+		case cfg.Pipeline && cfg.Client == ClientRaw:
+			return raw.txn(ctx, cfg.Group, acks, msgs, cfg.Encoding)
+		case cfg.Pipeline:
+			tas, pushes := txnOf(cfg.Queue, cfg.Group, acks, msgs, cfg.Headers)
+			res, err := cl.Txn(ctx, tas, pushes)
+			if err != nil {
+				return nil, err
+			}
+			for _, r := range res.Push[0] {
+				if r.Status != protocol.StatusStored {
+					return nil, fmt.Errorf("txn: output status %q", r.Status)
+				}
+			}
+			return res.Acks, nil
+		case cfg.Client == ClientRaw:
 			return raw.ack(ctx, cfg.Group, acks)
 		}
 		return cl.Ack(ctx, cfg.Queue, cfg.Group, acks)
@@ -212,7 +241,7 @@ func (b *combBackend) consume(ctx context.Context, id int, r *runner) {
 		acks, spanOf, sizes := cumulativeAcks(msgs)
 		r.settle(func(actx context.Context) ackOutcome {
 			t0 := time.Now()
-			res, err := ack(actx, acks)
+			res, err := ack(actx, acks, msgs)
 			o := ackOutcome{rtt: time.Since(t0), timed: true}
 			if err != nil {
 				o.failed, o.err = true, err

@@ -1,6 +1,7 @@
 package loadtest
 
 import (
+	"slices"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -92,6 +93,13 @@ type Config struct {
 	Group string
 	// ManualAck leases messages and acks them; false pops with auto_ack.
 	ManualAck bool
+	// Pipeline settles each popped batch with one transaction (comb.txn)
+	// instead of an ack: it acks the batch and pushes its messages, same
+	// partitions and bytes, to the queue PipelineQueue(Queue), as a
+	// consume-transform-produce stage does. That queue is configured with
+	// max_age_s PipelineMaxAgeS and nobody consumes it. Comb only, with
+	// ManualAck.
+	Pipeline bool
 	// AckAsync sends each batch's ack from its own goroutine, so a consumer
 	// pops again without waiting for the ack's round trip.
 	AckAsync bool
@@ -292,6 +300,12 @@ func (c *Config) validate() error {
 	inRange("pop-batch", c.PopBatch, 1, protocol.MaxPopMessages)
 	inRange("pop-partitions", c.PopPartitions, 1, protocol.MaxPopPartitions)
 	inRange("conns", c.Conns, 1, 256)
+	if c.Pipeline && !c.ManualAck {
+		bad("pipeline: needs manual-ack (a transaction settles leases)")
+	}
+	if c.Pipeline && slices.Contains(c.Targets, TargetJetStream) {
+		bad("pipeline: Comb only; JetStream has no transactions")
+	}
 	if c.ManualAck && c.AckAsync {
 		inRange("ack-inflight", c.AckInflight, 1, 1<<20)
 	}

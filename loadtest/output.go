@@ -35,6 +35,9 @@ func (r *runner) printConfig() {
 	if c.Headers > 0 {
 		dedup += fmt.Sprintf(" | headers=%dB per message", c.Headers)
 	}
+	if c.Pipeline {
+		dedup += fmt.Sprintf(" | pipeline: each batch settled by one transaction that acks it and pushes it to %s", PipelineQueue(c.Queue))
+	}
 	if c.Mode == ModeOpenLoop {
 		fmt.Fprintf(&b, "  offered: rate=%d msg/s | push-batch=%d -> %.1f req/s across %d pacer workers | max-inflight=%d | payload=%dB (%s) | %s\n",
 			c.Rate, c.PushBatch, c.requestsPerSecond(), c.Pacers, c.MaxInflight, c.Payload, c.Encoding, dedup)

@@ -43,6 +43,7 @@ type rawClient struct {
 	subPush string
 	subPop  string
 	subAck  string
+	subTxn  string
 	headers []byte // every message's "headers" object, nil for none
 }
 
@@ -54,6 +55,7 @@ func newRawClient(nc *nats.Conn, queue string) *rawClient {
 		subPush: protocol.Subject(protocol.DefaultPrefix, protocol.VerbPush, queue),
 		subPop:  protocol.Subject(protocol.DefaultPrefix, protocol.VerbPop, queue),
 		subAck:  protocol.Subject(protocol.DefaultPrefix, protocol.VerbAck, queue),
+		subTxn:  txnSubject,
 	}
 }
 

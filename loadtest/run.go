@@ -146,6 +146,7 @@ type Settings struct {
 	MaxInflight        int      `json:"max_inflight"`
 	Payload            int      `json:"payload"`
 	Headers            int      `json:"headers"`
+	Pipeline           bool     `json:"pipeline"`
 	Encoding           Encoding `json:"encoding"`
 	PopBatch           int      `json:"pop_batch"`
 	PopPartitions      int      `json:"pop_partitions"`
@@ -165,7 +166,7 @@ func settingsOf(c *Config) Settings {
 		Mode: c.Mode, Queue: c.Queue, Partitions: c.Partitions, Consumers: c.Consumers,
 		ManualAck: c.ManualAck, AckAsync: c.AckAsync, AckInflight: c.AckInflight,
 		Rate: c.Rate, PushBatch: c.PushBatch, Pacers: c.Pacers, MaxInflight: c.MaxInflight,
-		Payload: c.Payload, Headers: c.Headers, Encoding: c.Encoding, PopBatch: c.PopBatch, PopPartitions: c.PopPartitions,
+		Payload: c.Payload, Headers: c.Headers, Pipeline: c.Pipeline, Encoding: c.Encoding, PopBatch: c.PopBatch, PopPartitions: c.PopPartitions,
 		Conns: c.Conns, Client: c.Client, PopWait: c.PopWait.Seconds(), Lease: c.Lease.Seconds(), Duration: c.Duration.Seconds(), CompletedRetention: c.CompletedRetention.Seconds(),
 		DedupWindow: c.DedupWindow.Seconds(), Verify: c.Verify,
 	}

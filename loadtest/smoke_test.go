@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	comb "github.com/combmq/comb/clients/go"
 	"github.com/combmq/comb/internal/combtest"
 	"github.com/combmq/comb/internal/wire"
 	"github.com/combmq/comb/loadtest"
@@ -50,6 +51,52 @@ func TestSmokeVerify(t *testing.T) {
 				headers = 64
 			}
 			smoke(t, tc.client, tc.duration, tc.rate, tc.dedup, headers)
+		})
+	}
+}
+
+// TestSmokePipeline: with -pipeline every batch is settled by one
+// transaction that acks it and pushes it to <queue>.out, in both clients;
+// verification holds, and the output queue holds exactly what was acked,
+// once: a transaction under an expired lease pushes nothing.
+func TestSmokePipeline(t *testing.T) {
+	t.Parallel()
+	for _, client := range []loadtest.Client{loadtest.ClientRaw, loadtest.ClientGo} {
+		t.Run(string(client), func(t *testing.T) {
+			t.Parallel()
+			env := combtest.Start(t)
+			cfg := loadtest.DefaultConfig()
+			cfg.NATSURL = env.URL
+			cfg.PostgresURL = env.PostgresURL
+			cfg.Queue = "pipe"
+			cfg.Rate = 500
+			cfg.PushBatch = 50
+			cfg.Partitions = 4
+			cfg.Consumers = 2
+			cfg.Pacers = 2
+			cfg.Client = client
+			cfg.Pipeline = true
+			cfg.Headers = 32
+			cfg.Duration = 3 * time.Second
+			cfg.Drain = 30 * time.Second
+			cfg.Verify = true
+			cfg.Report = false
+			cfg.OutDir = t.TempDir()
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer cancel()
+			var out bytes.Buffer
+			sum, err := loadtest.Run(ctx, cfg, &out)
+			t.Log("\n" + out.String())
+			require.NoError(t, err)
+			r := sum.Runs[0]
+			require.Zero(t, r.Verdict.Missing)
+			require.Zero(t, r.Verdict.OrderViolations)
+			require.Positive(t, r.Counts.Acked)
+			require.Contains(t, out.String(), "pipeline: each batch settled by one transaction")
+			info, err := comb.New(env.NC).Info(ctx, loadtest.PipelineQueue(cfg.Queue))
+			require.NoError(t, err)
+			require.Equal(t, r.Counts.Acked, info.Messages, "the output holds each acked message once")
+			require.Equal(t, int64(loadtest.PipelineMaxAgeS), info.Config.MaxAgeS)
 		})
 	}
 }

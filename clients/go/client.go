@@ -233,6 +233,7 @@ func (c *Client) Txn(ctx context.Context, acks []TxnAck, pushes []TxnPush) (TxnR
 		}
 		w := protocol.TxnPush{Queue: ps.Queue, Messages: make([]protocol.PushMessage, len(ps.Messages))}
 		for i, m := range ps.Messages {
+			m.Headers = c.inject(ctx, m.Headers)
 			w.Messages[i] = pushMessage(m)
 		}
 		req.Push = append(req.Push, w)

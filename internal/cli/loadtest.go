@@ -114,6 +114,7 @@ func loadtestFlags(cfg *loadtest.Config, w io.Writer) *flag.FlagSet {
 	fs.IntVar(&cfg.Pacers, "pacers", cfg.Pacers, "producer workers sharing the schedule (closed loop: one push in flight each)")
 	fs.IntVar(&cfg.MaxInflight, "max-inflight", cfg.MaxInflight, "most push requests unanswered (open loop); a request due beyond it is shed and counted")
 	fs.IntVar(&cfg.Payload, "payload", cfg.Payload, "bytes per message")
+	fs.BoolVar(&cfg.Pipeline, "pipeline", cfg.Pipeline, "settle each popped batch with one transaction (comb.txn) that acks it and pushes its messages to <queue>.out (max_age_s 60), instead of an ack")
 	fs.IntVar(&cfg.Headers, "headers", cfg.Headers, "bytes of headers per message: one header X-Load whose stored form is this long (at least 15); 0 sends none")
 	fs.String("payload-encoding", string(cfg.Encoding), "json (a JSON string, travels as data) or binary (travels as data_b64)")
 	fs.IntVar(&cfg.PopBatch, "pop-batch", cfg.PopBatch, "most messages per pop")
