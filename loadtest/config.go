@@ -1,11 +1,11 @@
 package loadtest
 
 import (
-	"slices"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 

@@ -2,9 +2,7 @@ package loadtest
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
-	"strconv"
 
 	comb "github.com/combmq/comb/clients/go"
 	"github.com/combmq/comb/internal/wire"
@@ -72,16 +70,8 @@ func appendTxnBody(b []byte, queue, group string, acks []comb.Ack, msgs []comb.D
 		b = wire.AppendString(b, queue)
 		b = append(b, `,"group":`...)
 		b = wire.AppendString(b, group)
-		b = append(b, `,"partition":`...)
-		b = wire.AppendString(b, a.Partition)
-		b = append(b, `,"offset":`...)
-		b = strconv.AppendInt(b, a.Offset, 10)
-		b = append(b, `,"lease":`...)
-		b = wire.AppendString(b, a.Lease)
-		if a.Status != "" {
-			b = append(b, `,"status":`...)
-			b = wire.AppendString(b, a.Status)
-		}
+		b = append(b, ',')
+		b = appendAckMembers(b, a)
 		b = append(b, '}')
 	}
 	b = append(b, `],"push":[{"queue":`...)
@@ -97,50 +87,14 @@ func appendTxnBody(b []byte, queue, group string, acks []comb.Ack, msgs []comb.D
 			b = append(b, `,"headers":`...)
 			b = append(b, hdr...)
 		}
-		if enc == EncodingJSON {
-			b = append(b, `,"data":`...)
-			b = append(b, m.Data...)
-		} else {
-			b = append(b, `,"data_b64":"`...)
-			b = base64.StdEncoding.AppendEncode(b, m.Data)
-			b = append(b, '"')
-		}
+		b = appendPayload(b, m.Data, enc)
 		b = append(b, '}')
 	}
 	return append(b, "]}]}"...)
 }
 
 // parseTxnAcks reads the "acks" of a transaction reply.
-func parseTxnAcks(b []byte) ([]comb.AckResult, error) {
-	var out []comb.AckResult
-	s := &scanner{b: b}
-	err := s.object(func(key []byte) error {
-		if string(key) != "acks" {
-			_, err := s.value()
-			return err
-		}
-		return s.array(func() error {
-			var r comb.AckResult
-			err := s.object(func(k []byte) error {
-				switch string(k) {
-				case "ok":
-					v, err := s.value()
-					r.OK = string(v) == "true"
-					return err
-				case "error":
-					var err error
-					r.Error, err = s.str()
-					return err
-				}
-				_, err := s.value()
-				return err
-			})
-			out = append(out, r)
-			return err
-		})
-	})
-	return out, err
-}
+func parseTxnAcks(b []byte) ([]comb.AckResult, error) { return parseAckResults(b, "acks") }
 
 // txnSubject is the subject of every transaction.
 var txnSubject = protocol.Subject(protocol.DefaultPrefix, protocol.VerbTxn, "")

@@ -125,17 +125,22 @@ func appendPushBody(b []byte, partition string, payloads [][]byte, enc Encoding,
 			b = append(b, `,"headers":`...)
 			b = append(b, hdr...)
 		}
-		if enc == EncodingJSON {
-			b = append(b, `,"data":`...)
-			b = append(b, p...)
-		} else {
-			b = append(b, `,"data_b64":"`...)
-			b = base64.StdEncoding.AppendEncode(b, p)
-			b = append(b, '"')
-		}
+		b = appendPayload(b, p, enc)
 		b = append(b, '}')
 	}
 	return append(b, "]}"...)
+}
+
+// appendPayload appends a message's ,"data":… (EncodingJSON: the payload
+// is valid compact JSON) or ,"data_b64":"…".
+func appendPayload(b, p []byte, enc Encoding) []byte {
+	if enc == EncodingJSON {
+		b = append(b, `,"data":`...)
+		return append(b, p...)
+	}
+	b = append(b, `,"data_b64":"`...)
+	b = base64.StdEncoding.AppendEncode(b, p)
+	return append(b, '"')
 }
 
 // checkPushReply checks that a push reply has n results, all stored (or
@@ -241,19 +246,27 @@ func appendAckBody(b []byte, group string, acks []comb.Ack) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, `{"partition":`...)
-		b = wire.AppendString(b, a.Partition)
-		b = append(b, `,"offset":`...)
-		b = strconv.AppendInt(b, a.Offset, 10)
-		b = append(b, `,"lease":`...)
-		b = wire.AppendString(b, a.Lease)
-		if a.Status != "" {
-			b = append(b, `,"status":`...)
-			b = wire.AppendString(b, a.Status)
-		}
+		b = append(b, '{')
+		b = appendAckMembers(b, a)
 		b = append(b, '}')
 	}
 	return append(b, "]}"...)
+}
+
+// appendAckMembers appends an ack's members, without braces:
+// "partition":…,"offset":…,"lease":…[,"status":…].
+func appendAckMembers(b []byte, a comb.Ack) []byte {
+	b = append(b, `"partition":`...)
+	b = wire.AppendString(b, a.Partition)
+	b = append(b, `,"offset":`...)
+	b = strconv.AppendInt(b, a.Offset, 10)
+	b = append(b, `,"lease":`...)
+	b = wire.AppendString(b, a.Lease)
+	if a.Status != "" {
+		b = append(b, `,"status":`...)
+		b = wire.AppendString(b, a.Status)
+	}
+	return b
 }
 
 // scanner reads the JSON the bridge writes. It is a strict reader of JSON
@@ -492,11 +505,15 @@ func parsePopReply(b []byte, out []comb.Delivery) ([]comb.Delivery, error) {
 }
 
 // parseAckReply reads {"results":[{"ok":true},{"ok":false,"error":"…"}]}.
-func parseAckReply(b []byte) ([]comb.AckResult, error) {
+func parseAckReply(b []byte) ([]comb.AckResult, error) { return parseAckResults(b, "results") }
+
+// parseAckResults reads the ack results in member key of a reply object,
+// skipping the other members.
+func parseAckResults(b []byte, key string) ([]comb.AckResult, error) {
 	var out []comb.AckResult
 	s := &scanner{b: b}
-	err := s.object(func(key []byte) error {
-		if string(key) != "results" {
+	err := s.object(func(k []byte) error {
+		if string(k) != key {
 			_, err := s.value()
 			return err
 		}

@@ -155,7 +155,7 @@ func TestDecodePushExtras(t *testing.T) {
 
 	for body, want := range map[string]string{
 		`{"messages":[{"data":1,"headers":[]}]}`:                                     "messages[0].headers: expected an object of strings or arrays of strings",
-		`{"messages":[{"data":1,"headers":{"a":1}}]}`:                                "messages[0].headers: expected an object",
+		`{"messages":[{"data":1,"headers":{"a":1}}]}`:                                "messages[0].headers.a: expected a string or an array of strings, got number",
 		`{"messages":[{"data":1,"headers":{"a":[]}}]}`:                               `messages[0].headers: "a" has no value`,
 		`{"messages":[{"data":1,"headers":{"Comb-Id":"x"}}]}`:                        `messages[0].headers: "Comb-Id": names starting with "Comb-" are reserved`,
 		`{"messages":[{"data":1,"headers":{"":"x"}}]}`:                               `messages[0].headers: name "": must be 1 to 255 bytes`,

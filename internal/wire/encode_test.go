@@ -235,3 +235,27 @@ func BenchmarkDecodePushStrings(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDecodePushHeaders is BenchmarkDecodePushStrings with the
+// loader's -headers 256: one header per message whose stored form is 256
+// bytes, and a traceparent.
+func BenchmarkDecodePushHeaders(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString(`{"messages":[`)
+	for i := range 100 {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(`{"partition":"p-` + strconv.Itoa(i%200) + `","headers":{"X-Load":["` + strings.Repeat("h", 256-15) +
+			`"],"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"},"data":"` + strings.Repeat("abcdefgh", 31) + `1234567"}`)
+	}
+	sb.WriteString(`]}`)
+	body := []byte(sb.String())
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := DecodePush(body, DefaultLimits()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
