@@ -72,7 +72,7 @@ func TestMicroCLI(t *testing.T) {
 		"push": "comb.push.>", "put": "comb.put.>", "pop": "comb.pop.>", "ack": "comb.ack.>",
 		"renew": "comb.renew.>", "seek": "comb.seek.>", "configure": "comb.configure.>", "info": "comb.info.>", "list": "comb.list",
 		"delete": "comb.delete.>", "dlq": "comb.dlq.>", "groups": "comb.groups.>", "peek": "comb.peek.>", "maintenance": "comb.maintenance",
-		"txn": "comb.txn",
+		"txn":  "comb.txn",
 		"npop": "comb.npop.>",
 	}, subjects)
 
