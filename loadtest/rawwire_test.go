@@ -336,7 +336,7 @@ func TestRawRequestsMatchProtocol(t *testing.T) {
 // mustCanonical is the form the broker stores h in.
 func mustCanonical(t *testing.T, h protocol.Headers) []byte {
 	t.Helper()
-	b, err := wire.CanonicalHeaders(h, true)
+	b, err := wire.CanonicalHeaders(h)
 	require.NoError(t, err)
 	return b
 }

@@ -98,7 +98,15 @@ func (c *Client) Push(ctx context.Context, queue string, msgs []Message) ([]Push
 // Put appends one message. Its bytes travel as the request body unchanged,
 // and the options as headers; this is the verb to use from the nats CLI.
 func (c *Client) Put(ctx context.Context, queue string, data []byte, opts PutOptions) (PushResult, error) {
-	hdr := c.inject(ctx, opts.Headers)
+	// The request's headers: the message's own, its trace context and the
+	// options, in a map of its own (never the caller's).
+	var hdr nats.Header
+	for k, v := range c.inject(ctx, opts.Headers) {
+		if hdr == nil {
+			hdr = nats.Header{}
+		}
+		hdr[k] = v
+	}
 	set := func(name, v string) {
 		if hdr == nil {
 			hdr = nats.Header{}

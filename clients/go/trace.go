@@ -31,23 +31,27 @@ func (c *Client) propagator() propagation.TextMapPropagator {
 	return otel.GetTextMapPropagator()
 }
 
-// inject returns a copy of h with the trace context of ctx added, or nil
-// when that leaves no headers. A message that carries the propagator's
-// headers already keeps them: its producer set them on purpose.
+// inject returns h with the trace context of ctx added: h itself when
+// there is nothing to add (the default no-op propagator, or a message that
+// carries the propagator's headers already, which its producer set on
+// purpose), else a copy, so the caller's map is never written. It is nil
+// when that leaves no headers.
 func (c *Client) inject(ctx context.Context, h nats.Header) nats.Header {
-	out := make(nats.Header, len(h)+2)
-	for k, v := range h {
-		out[k] = append([]string(nil), v...)
-	}
 	p := c.propagator()
-	set := false
-	for _, f := range p.Fields() {
-		_, has := h[f]
-		set = set || has
+	fields := p.Fields()
+	if len(fields) == 0 {
+		return h
 	}
-	if !set {
-		p.Inject(ctx, headerCarrier(out))
+	for _, f := range fields {
+		if _, has := h[f]; has {
+			return h
+		}
 	}
+	out := make(nats.Header, len(h)+len(fields))
+	for k, v := range h {
+		out[k] = v
+	}
+	p.Inject(ctx, headerCarrier(out))
 	if len(out) == 0 {
 		return nil
 	}

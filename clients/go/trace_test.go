@@ -73,8 +73,10 @@ func TestHeadersAndDelays(t *testing.T) {
 	h := nats.Header{"X-Multi": {"a", "b"}, "traceparent": {"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}}
 	_, err := c.Push(b.ctx, "hdr", []comb.Message{{Data: []byte(`1`), Headers: h}})
 	require.NoError(t, err)
-	_, err = c.Put(b.ctx, "hdr", []byte(`2`), comb.PutOptions{Headers: nats.Header{"X-Put": {"p"}}})
+	hp := nats.Header{"X-Put": {"p"}}
+	_, err = c.Put(b.ctx, "hdr", []byte(`2`), comb.PutOptions{Partition: comb.DefaultPartition, Delay: time.Millisecond, Headers: hp})
 	require.NoError(t, err)
+	require.Equal(t, nats.Header{"X-Put": {"p"}}, hp, "the caller's headers are not written")
 	page, err := c.Peek(b.ctx, "hdr", comb.PeekQuery{})
 	require.NoError(t, err)
 	require.Equal(t, h, page.Messages[0].Headers)

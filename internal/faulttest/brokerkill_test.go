@@ -54,6 +54,20 @@ func init() {
 //
 // It does not run in parallel: the PostgreSQL crash test of this package
 // would turn this test's pushes into 503s, which it does not expect.
+// connectForever connects to a broker that is killed and comes back: it
+// never gives up reconnecting, and retries quickly. The connection closes
+// with the test.
+func connectForever(t *testing.T, url string) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(url,
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(50*time.Millisecond),
+		nats.ReconnectJitter(0, 0))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	return nc
+}
+
 func TestBrokerKilledMidLoad(t *testing.T) {
 	const (
 		producers  = 4
@@ -71,14 +85,9 @@ func TestBrokerKilledMidLoad(t *testing.T) {
 	b := newBrokerProc(t, pgtest.URL(t))
 	b.start()
 
-	nc, err := nats.Connect(b.url,
-		nats.MaxReconnects(-1), // the broker comes back: never give up on it
-		nats.ReconnectWait(50*time.Millisecond),
-		nats.ReconnectJitter(0, 0))
-	require.NoError(t, err)
-	defer nc.Close()
+	nc := connectForever(t, b.url)
 	c := comb.New(nc, comb.WithTimeout(2*time.Second))
-	_, err = c.Configure(ctx, queue, comb.ConfigPatch{LeaseMS: comb.Int64(leaseMS), DedupWindowS: comb.Int64(600)})
+	_, err := c.Configure(ctx, queue, comb.ConfigPatch{LeaseMS: comb.Int64(leaseMS), DedupWindowS: comb.Int64(600)})
 	require.NoError(t, err)
 
 	var (

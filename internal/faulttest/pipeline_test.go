@@ -50,14 +50,9 @@ func TestPipelineExactlyOnceAcrossBrokerKills(t *testing.T) {
 
 	b := newBrokerProc(t, pgtest.URL(t))
 	b.start()
-	nc, err := nats.Connect(b.url,
-		nats.MaxReconnects(-1), // the broker comes back: never give up on it
-		nats.ReconnectWait(50*time.Millisecond),
-		nats.ReconnectJitter(0, 0))
-	require.NoError(t, err)
-	defer nc.Close()
+	nc := connectForever(t, b.url)
 	c := comb.New(nc, comb.WithTimeout(2*time.Second))
-	_, err = c.Configure(ctx, in, comb.ConfigPatch{LeaseMS: comb.Int64(leaseMS)})
+	_, err := c.Configure(ctx, in, comb.ConfigPatch{LeaseMS: comb.Int64(leaseMS)})
 	require.NoError(t, err)
 	_, err = c.Configure(ctx, out, comb.ConfigPatch{DedupWindowS: comb.Int64(600)})
 	require.NoError(t, err)

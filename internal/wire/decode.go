@@ -3,7 +3,6 @@ package wire
 import (
 	"encoding/base64"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/combmq/comb/domain"
@@ -76,8 +75,8 @@ func DecodePut(body []byte, h map[string][]string, lim Limits) (domain.PushMessa
 	if err != nil {
 		return domain.PushMessage{}, err
 	}
-	if err := checkExtras(&pm, rest, delay, opts[protocol.HeaderNotBefore], time.Now()); err != nil {
-		return domain.PushMessage{}, putHeaderError(err)
+	if err := checkExtras(&pm, rest, delay, opts[protocol.HeaderNotBefore], time.Now(), putHoldFields); err != nil {
+		return domain.PushMessage{}, err
 	}
 	pm.Data = body
 	if pm.Data == nil {
@@ -88,23 +87,6 @@ func DecodePut(body []byte, h map[string][]string, lim Limits) (domain.PushMessa
 		return domain.PushMessage{}, protocol.Errorf(protocol.CodeTooLarge, "message is %d bytes with its headers, over the limit of %d", pm.Size(), lim.MaxMessageBytes)
 	}
 	return pm, nil
-}
-
-// putHeaderError names the put header behind a delay error, since a put has
-// no delay_ms or not_before field.
-func putHeaderError(err error) error {
-	we, ok := protocol.AsError(err)
-	if !ok {
-		return err
-	}
-	msg := we.Message
-	switch {
-	case strings.HasPrefix(msg, "delay_ms: given with not_before"):
-		msg = protocol.HeaderDelayMS + " header: given with " + protocol.HeaderNotBefore + msg[len("delay_ms: given with not_before"):]
-	case strings.HasPrefix(msg, "not_before:"):
-		msg = protocol.HeaderNotBefore + " header:" + msg[len("not_before:"):]
-	}
-	return protocol.Errorf(we.Code, "%s", msg)
 }
 
 // EncodingOf says how a reply carries data: domain.EncodingJSON when

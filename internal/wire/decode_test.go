@@ -126,7 +126,7 @@ func TestDecodePut(t *testing.T) {
 		{h("Comb-Partiton", "eu"), "header Comb-Partiton: unknown"},
 		{h("Comb-Delay-Ms", "soon"), `Comb-Delay-Ms header: "soon" is not a whole number`},
 		{h("Comb-Delay-Ms", "-5"), "Comb-Delay-Ms header: -5 is out of range"},
-		{h("Comb-Delay-Ms", "1", "Comb-Not-Before", "2026-12-01T10:00:00Z"), "Comb-Delay-Ms header: given with Comb-Not-Before; send at most one"},
+		{h("Comb-Delay-Ms", "1", "Comb-Not-Before", "2026-12-01T10:00:00Z"), "Comb-Delay-Ms header: given with Comb-Not-Before header; send at most one"},
 		{h("Comb-Not-Before", "tomorrow"), `Comb-Not-Before header: "tomorrow" is not an RFC 3339 time`},
 		{h("Comb-Not-Before", "2126-12-01T10:00:00Z"), "Comb-Not-Before header: 2126-12-01T10:00:00Z is more than"},
 		{h("X", "a\rb"), `headers: "X": value holds a CR, LF or NUL at byte 1`},

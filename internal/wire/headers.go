@@ -16,30 +16,38 @@ import (
 // headers. Both end in the same checks, so that the two verbs accept the
 // same messages.
 
+// Field names of a message's hold, as errors name them: a push's fields,
+// a put's headers.
+var (
+	pushHoldFields = [2]string{"delay_ms", "not_before"}
+	putHoldFields  = [2]string{protocol.HeaderDelayMS + " header", protocol.HeaderNotBefore + " header"}
+)
+
 // checkExtras checks a message's headers and hold and sets them on pm.
-// Errors name the field bare ("headers: …"); callers add where.
-func checkExtras(pm *domain.PushMessage, h protocol.Headers, delayMS int64, notBefore string, now time.Time) error {
+// Errors name the field bare ("headers: …", fields[0] for the delay,
+// fields[1] for not-before); callers add where.
+func checkExtras(pm *domain.PushMessage, h protocol.Headers, delayMS int64, notBefore string, now time.Time, fields [2]string) error {
 	if h != nil {
-		canon, err := CanonicalHeaders(h, true)
+		canon, err := CanonicalHeaders(h)
 		if err != nil {
 			return err
 		}
 		pm.Headers = canon
 	}
 	if delayMS != 0 && notBefore != "" {
-		return badRequest("delay_ms: given with not_before; send at most one")
+		return badRequest("%s: given with %s; send at most one", fields[0], fields[1])
 	}
-	if err := checkRange("delay_ms", delayMS, 0, protocol.MaxDelayMS); err != nil {
+	if err := checkRange(fields[0], delayMS, 0, protocol.MaxDelayMS); err != nil {
 		return err
 	}
 	pm.DelayMS = delayMS
 	if notBefore != "" {
 		t, err := time.Parse(time.RFC3339Nano, notBefore)
 		if err != nil {
-			return badRequest("not_before: %q is not an RFC 3339 time", notBefore)
+			return badRequest("%s: %q is not an RFC 3339 time", fields[1], notBefore)
 		}
 		if t.After(now.Add(protocol.MaxDelayMS * time.Millisecond)) {
-			return badRequest("not_before: %s is more than %d ms ahead (the most a message may be held)", notBefore, int64(protocol.MaxDelayMS))
+			return badRequest("%s: %s is more than %d ms ahead (the most a message may be held)", fields[1], notBefore, int64(protocol.MaxDelayMS))
 		}
 		pm.NotBefore = t
 	}
@@ -51,9 +59,9 @@ func checkExtras(pm *domain.PushMessage, h protocol.Headers, delayMS int64, notB
 // to protocol.MaxHeaderNameBytes printable ASCII characters other than
 // ':'; a value is UTF-8 without CR, LF or NUL, so that every header can
 // travel as a NATS header too. Names starting with "Comb-" are Comb's own
-// options: refused when refuseComb (a push; a put has taken its options
-// out already). No headers at all return nil.
-func CanonicalHeaders(h map[string]protocol.HeaderValues, refuseComb bool) (domain.Headers, error) {
+// and refused (a put has taken its options out already). No headers at
+// all return nil.
+func CanonicalHeaders(h map[string]protocol.HeaderValues) (domain.Headers, error) {
 	if len(h) == 0 {
 		return nil, nil
 	}
@@ -65,7 +73,7 @@ func CanonicalHeaders(h map[string]protocol.HeaderValues, refuseComb bool) (doma
 		if err := checkHeaderName(name); err != nil {
 			return nil, err
 		}
-		if refuseComb && hasPrefixFold(name, protocol.HeaderReservedPrefix) {
+		if hasPrefixFold(name, protocol.HeaderReservedPrefix) {
 			return nil, badRequest("headers: %q: names starting with %q are reserved for Comb", name, protocol.HeaderReservedPrefix)
 		}
 		if len(vs) == 0 {
@@ -165,17 +173,14 @@ func splitPutHeaders(h map[string][]string) (opts map[string]string, rest map[st
 	return opts, rest, nil
 }
 
-// putDelay reads the Comb-Delay-Ms header.
+// putDelay reads the Comb-Delay-Ms header; checkExtras checks its range.
 func putDelay(s string) (int64, error) {
 	if s == "" {
 		return 0, nil
 	}
 	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
 	if err != nil {
-		return 0, badRequest("%s header: %q is not a whole number of milliseconds", protocol.HeaderDelayMS, s)
-	}
-	if n < 0 || n > protocol.MaxDelayMS {
-		return 0, badRequest("%s header: %d is out of range 0..%d", protocol.HeaderDelayMS, n, int64(protocol.MaxDelayMS))
+		return 0, badRequest("%s: %q is not a whole number of milliseconds", putHoldFields[0], s)
 	}
 	return n, nil
 }

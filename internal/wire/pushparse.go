@@ -881,7 +881,7 @@ func toPushMessages(raw []rawMessage, lim Limits) ([]domain.PushMessage, error) 
 		default:
 			return nil, badRequest("messages[%d]: one of data or data_b64 is required (an empty message is \"data_b64\":\"\")", i)
 		}
-		if err := checkExtras(&pm, m.headers, m.delayMS, m.notBefore, now); err != nil {
+		if err := checkExtras(&pm, m.headers, m.delayMS, m.notBefore, now, pushHoldFields); err != nil {
 			return nil, prefixError("messages["+strconv.Itoa(i)+"]", err)
 		}
 		if lim.MaxMessageBytes > 0 && pm.Size() > lim.MaxMessageBytes {

@@ -66,7 +66,7 @@ func decodePushReflect(body []byte, lim Limits) ([]domain.PushMessage, error) {
 		default:
 			return nil, badRequest("messages[%d]: one of data or data_b64 is required (an empty message is \"data_b64\":\"\")", i)
 		}
-		if err := checkExtras(&pm, m.Headers, m.DelayMS, m.NotBefore, now); err != nil {
+		if err := checkExtras(&pm, m.Headers, m.DelayMS, m.NotBefore, now, pushHoldFields); err != nil {
 			return nil, prefixError("messages["+strconv.Itoa(i)+"]", err)
 		}
 		if lim.MaxMessageBytes > 0 && pm.Size() > lim.MaxMessageBytes {
