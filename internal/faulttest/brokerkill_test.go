@@ -303,15 +303,23 @@ func waitCompleted(ctx context.Context, t *testing.T, d time.Duration, c *comb.C
 // waitFor polls cond every 20 ms until it holds, or fails the test after d.
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
+	if !eventually(d, cond) {
+		t.Fatalf("not within %s: %s", d, what)
+	}
+}
+
+// eventually polls cond every 20 ms and reports whether it held within d.
+func eventually(d time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(d)
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %s", d, what)
+			return false
 		}
 		<-tick.C
 	}
+	return true
 }
 
 // brokerProc is a `comb serve` child process that can be killed and started
@@ -378,7 +386,8 @@ func (b *brokerProc) start() {
 	require.NoError(t, err)
 	b.logs = append(b.logs, path)
 	cmd := exec.Command(os.Args[0], b.args...)
-	cmd.Env = append(os.Environ(), brokerChildEnv+"=1")
+	// GOTRACEBACK=all: a SIGQUIT (dumpStacks) writes every goroutine.
+	cmd.Env = append(os.Environ(), brokerChildEnv+"=1", "GOTRACEBACK=all")
 	for _, kv := range os.Environ() { // the flags given must win
 		if strings.HasPrefix(kv, "COMB_") && !strings.HasPrefix(kv, "COMB_TEST_") {
 			k, _, _ := strings.Cut(kv, "=")
@@ -444,6 +453,11 @@ func (b *brokerProc) interrupt() {
 
 // kill sends SIGKILL to the broker and waits until it is gone.
 func (b *brokerProc) kill() { b.signalAndWait(syscall.SIGKILL, 10*time.Second) }
+
+// dumpStacks ends the broker with SIGQUIT, so that its log, printed when
+// the test fails, holds the stack of every goroutine: for a broker that
+// stopped answering, where it waits.
+func (b *brokerProc) dumpStacks() { b.signalAndWait(syscall.SIGQUIT, 10*time.Second) }
 
 // signalAndWait sends sig to the broker and fails the test unless the
 // process is gone within wait.
