@@ -69,8 +69,11 @@ type waitQueue struct {
 }
 
 // maxCandidates bounds the partitions a group's mark collects before it is
-// cheaper to read every cursor once more.
-const maxCandidates = 4
+// cheaper to read every cursor once more. A pop of the candidates finds
+// each cursor by key in one statement, a few microseconds of PostgreSQL's
+// time apiece, where reading every cursor costs that per partition of the
+// queue; a wake-up names at most as many.
+const maxCandidates = maxWakeTargets
 
 // emptyMark is when a group's pop last found nothing, and which partitions
 // wake-ups have named since.
@@ -213,13 +216,18 @@ func (p *popper) run(job *popJob) {
 	tried := began
 	if p.b.maintenance.Load() {
 		err = errMaintenance // nothing may read PostgreSQL
-	} else if k.valid && len(k.cands) > 0 && job.req.Partitions <= 1 {
+	} else if k.valid && len(k.cands) > 0 {
 		// Only the candidates can be ready: try them by key. Finding
 		// nothing keeps the mark (no new one: no cursor was read).
 		job.hint, began = "", time.Time{}
 		msgs, err = p.popCandidates(job, seq, k.cands)
 	} else {
-		msgs, err = p.pop(job)
+		var res domain.PopResult
+		res, err = p.pop(job)
+		msgs = res.Messages
+		if err == nil && waits && res.ReadyKnown {
+			p.learn(job, began, res.Ready)
+		}
 	}
 	if job.ns {
 		began = time.Time{} // no empty marks: they are per queue
@@ -260,23 +268,55 @@ func (p *popper) gone(job *popJob) bool {
 // first, when the job has a hint and leases one partition, then, if that
 // found nothing, the group's ready partitions. A woken pop at light load
 // thus reads one cursor instead of all of them.
-func (p *popper) pop(job *popJob) ([]domain.Message, error) {
+func (p *popper) pop(job *popJob) (domain.PopResult, error) {
 	ctx, cancel := p.b.storeCtx()
 	defer cancel()
 	if job.ns {
 		req := job.req
 		req.Queue = job.namespace()
-		return p.b.st.PopNamespace(ctx, req)
+		msgs, err := p.b.st.PopNamespace(ctx, req)
+		return domain.PopResult{Messages: msgs}, err
 	}
 	if hint := job.hint; hint != "" {
 		job.hint = ""
 		if job.req.Partition == "" && job.req.Partitions <= 1 {
 			if msgs, _, err := p.popKeyed(ctx, job, []string{hint}); err == nil && len(msgs) > 0 {
-				return msgs, nil
+				return domain.PopResult{Messages: msgs}, nil
 			}
 		}
 	}
-	return p.b.st.Pop(ctx, job.req)
+	return p.b.st.PopReport(ctx, job.req)
+}
+
+// learn marks job's group as known when a pop that read every cursor of
+// the group leased something and saw all the other ready partitions
+// (ready) as its statement began, which was after began: from then on only
+// those, and those wake-ups named since began, can be ready, until the
+// retry interval has passed. Too many of them leave the group unmarked.
+func (p *popper) learn(job *popJob, began time.Time, ready []string) {
+	if job.ns || job.req.Partition != "" {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	wq := p.queues[job.req.Queue]
+	if wq == nil {
+		return
+	}
+	named, all := p.log.namedAfter(job.req.Queue, began)
+	if all {
+		return
+	}
+	m := &emptyMark{at: began}
+	for _, part := range slices.Concat(ready, named) {
+		if !slices.ContainsFunc(m.cands, func(c candidate) bool { return c.partition == part }) {
+			m.cands = append(m.cands, candidate{part, wq.seq})
+		}
+	}
+	if len(m.cands) > maxCandidates {
+		return
+	}
+	wq.empty[job.req.Group] = m
 }
 
 // popKeyed pops job's group from each of parts in turn, each by its key,
@@ -294,18 +334,28 @@ func (p *popper) popKeyed(ctx context.Context, job *popJob, parts []string) (msg
 	return msgs, tried, err
 }
 
-// popCandidates tries the candidate partitions of a known-empty group in
-// turn, each by its key, and returns the first that has messages. It then
-// forgets the candidates it found empty and the one it leased, unless a
-// wake-up came since seq (which may have named them again).
+// popCandidates pops a known group from its candidate partitions only, in
+// one store call that finds their cursors by key. It then forgets every
+// candidate the store did not report still ready (leased now, or found
+// empty or held by another pop), or all of them when it leased nothing;
+// but it keeps each that a wake-up named again after seq, which may be
+// ready again.
 func (p *popper) popCandidates(job *popJob, seq uint64, cands []string) ([]domain.Message, error) {
 	ctx, cancel := p.b.storeCtx()
 	defer cancel()
-	msgs, tried, err := p.popKeyed(ctx, job, cands)
-	if err == nil {
-		p.forgetCandidates(job.req.Queue, job.req.Group, seq, cands[:tried])
+	req := job.req
+	req.Candidates = cands
+	res, err := p.b.st.PopReport(ctx, req)
+	if err != nil {
+		return nil, err
 	}
-	return msgs, err
+	done := cands
+	if len(res.Messages) > 0 {
+		// What it did not report ready it leased, or found empty.
+		done = slices.DeleteFunc(slices.Clone(cands), func(c string) bool { return slices.Contains(res.Ready, c) })
+	}
+	p.forgetCandidates(job.req.Queue, job.req.Group, seq, done)
+	return res.Messages, nil
 }
 
 // forgetCandidates drops done from group's candidates, but keeps each that

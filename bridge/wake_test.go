@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -247,9 +248,13 @@ func TestCandidates(t *testing.T) {
 	require.Equal(t, []string{"eu"}, kh.cands, "eu was named again since the pop began, us was not")
 
 	// Too many candidates, or a wake-up that names none, end the marks.
-	p.wake(domain.Global("q"), []wakeTarget{{"", "a"}, {"", "b"}, {"", "c"}, {"", "d"}}, 4)
+	many := make([]wakeTarget, maxCandidates)
+	for i := range many {
+		many[i] = wakeTarget{"", "p" + strconv.Itoa(i)}
+	}
+	p.wake(domain.Global("q"), many, len(many))
 	_, kh = p.attach(domain.Global("q"), "h", true)
-	require.False(t, kh.valid, "h had 5 candidates")
+	require.False(t, kh.valid, "h had one candidate more than maxCandidates")
 	_, k = p.attach(domain.Global("q"), "g", true)
 	require.False(t, k.valid, "so had g")
 	mark("g")
@@ -312,3 +317,41 @@ func TestAckWakes(t *testing.T) {
 
 // testCall is the call of a job the popper tests park: the global tenant's.
 func testCall() *call { return &call{t: &tenant{quota: newQuota(Quota{})}} }
+
+// A pop that read every cursor and saw all the ready partitions leaves its
+// group known: only those, and the partitions wake-ups named since its
+// store call began, can be ready. A wake-up naming every partition since,
+// or too many candidates, leaves it unknown.
+func TestLearnMarksKnownGroup(t *testing.T) {
+	t.Parallel()
+	b := &Bridge{cfg: Config{MaxPops: 100, RetryInterval: time.Hour}}
+	p := newPopper(b)
+	q := domain.Global("q")
+	job := &popJob{call: testCall(), req: domain.PopParams{Queue: q, Group: "g", Max: 1}, deadline: time.Now().Add(time.Hour)}
+	p.attach(q, "g", true) // the pop trying
+
+	p.wake(q, []wakeTarget{{"", "before"}}, 1) // seen by the pop's statement
+	began := time.Now()
+	p.wake(q, []wakeTarget{{"", "during"}}, 1) // maybe not
+	p.learn(job, began, []string{"ready"})
+	_, k := p.attach(q, "g", true)
+	require.True(t, k.valid)
+	require.ElementsMatch(t, []string{"ready", "during"}, k.cands)
+	_, k = p.attach(q, "h", true)
+	require.False(t, k.valid, "another group learned nothing")
+
+	delete(p.queues[q].empty, "g")
+	began = time.Now()
+	p.wake(q, nil, 0)
+	p.learn(job, began, nil)
+	_, k = p.attach(q, "g", true)
+	require.False(t, k.valid, "a wake-up named every partition during the call")
+
+	many := make([]string, maxCandidates+1)
+	for i := range many {
+		many[i] = "p" + strconv.Itoa(i)
+	}
+	p.learn(job, time.Now(), many)
+	_, k = p.attach(q, "g", true)
+	require.False(t, k.valid, "too many candidates")
+}

@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -58,4 +59,28 @@ func (l *wakeLog) namedSince(queue domain.QueueRef, partition string, since time
 		}
 	}
 	return l.n >= wakeLogSize // wrapped: older entries were lost
+}
+
+// namedAfter returns the partitions of queue that wake-ups received at or
+// after since named; all is true when one named every partition of it, or
+// when the log has wrapped past since and cannot tell.
+func (l *wakeLog) namedAfter(queue domain.QueueRef, since time.Time) (parts []string, all bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := uint64(0); i < min(l.n, wakeLogSize); i++ {
+		e := &l.entries[(l.n-1-i)%wakeLogSize]
+		if e.at.Before(since) {
+			return parts, false
+		}
+		if e.queue != queue {
+			continue
+		}
+		if e.partition == "" {
+			return nil, true
+		}
+		if !slices.Contains(parts, e.partition) {
+			parts = append(parts, e.partition)
+		}
+	}
+	return parts, l.n >= wakeLogSize
 }

@@ -201,12 +201,18 @@ type Start struct {
 
 // PopParams asks for the next messages of a queue for a consumer group.
 type PopParams struct {
-	Queue      QueueRef
-	Group      string // never empty: the decoder fills the default
-	Partition  string // empty means any partition with messages ready
-	Max        int    // most messages returned, at least 1
-	Partitions int    // most partitions leased, at least 1
-	LeaseMS    int64  // 0 means the queue's lease_ms
+	Queue     QueueRef
+	Group     string // never empty: the decoder fills the default
+	Partition string // empty means any partition with messages ready
+	// Candidates, with Partition empty, are the only partitions the pop
+	// may lease: the store finds their cursors by key instead of reading
+	// every cursor of the group. The bridge sets them when it knows that
+	// no other partition can be ready. Clients cannot: the wire has no
+	// such field.
+	Candidates []string
+	Max        int   // most messages returned, at least 1
+	Partitions int   // most partitions leased, at least 1
+	LeaseMS    int64 // 0 means the queue's lease_ms
 	AutoAck    bool
 	From       Start
 	// MaxBytes bounds the reply: when the leased messages' SizeOf adds up
@@ -222,6 +228,20 @@ type PopParams struct {
 	// SizeOf is a message's size in the reply; nil counts data, id and
 	// partition bytes plus 64.
 	SizeOf func(*Message) int
+}
+
+// PopResult is what a pop leased, and what it saw of the other partitions
+// of its group that are ready.
+type PopResult struct {
+	Messages []Message
+	// Ready are partitions the pop found ready and did not lease (or gave
+	// back, as the reply could not carry them), least recently leased
+	// first. ReadyKnown says that they were all of them when the pop's
+	// statement began, among the partitions it could lease: it leased
+	// something, read every cursor it could lease from (not a pop naming
+	// its partition), and found no more ready ones than it reports.
+	Ready      []string
+	ReadyKnown bool
 }
 
 // Message is a delivered message.

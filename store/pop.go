@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -25,25 +26,42 @@ import (
 // filter.) A cursor is ready when its partition has messages past the
 // committed offset and it holds no live lease, so a group holds at most one
 // lease per partition and gets a partition's messages in offset order.
-var popSQL = fmt.Sprintf(popSQLTemplate, heldEnd(`p.next_offset`), anyPartition)
+//
+// The ready cursors it finds but does not lease (up to readyReportMax of them)
+// come back too, by name, with how many were ready: the bridge keeps them
+// as the only partitions that can be ready until a wake-up names more (see
+// PopResult), and its next pops find their cursors by key instead of
+// reading every cursor of the group again.
+var popSQL = popScan(heldEnd(`p.next_offset`), anyPartition)
 
 // popPartitionSQL is popSQL for a pop that names its partition ($3): it
 // finds the one cursor by its key. One statement for both would test
 // "$3 = 0 OR c.partition_id = $3", which a generic plan cannot answer from
 // the key, so it read every cursor of the group to pop one partition.
-var popPartitionSQL = fmt.Sprintf(popSQLTemplate, heldEnd(`p.next_offset`), onePartition)
+var popPartitionSQL = fmt.Sprintf(popOneTemplate, heldEnd(`p.next_offset`), onePartition) + popTail(`NULL::text[], 0::bigint`)
+
+// popCandidatesSQL is popSQL for a pop limited to candidate partitions
+// ($3, an array of ids; PopParams.Candidates): it finds their cursors by
+// key, so its cost is that of the candidates, not of the group's cursors.
+var popCandidatesSQL = popScan(heldEnd(`p.next_offset`), somePartitions)
 
 const (
-	anyPartition = `c.queue_id = $1 AND c.group_name = $2 AND $3::bigint = 0`
-	onePartition = `c.partition_id = $3 AND c.group_name = $2 AND c.queue_id = $1`
+	anyPartition   = `c.queue_id = $1 AND c.group_name = $2 AND $3::bigint = 0`
+	onePartition   = `c.partition_id = $3 AND c.group_name = $2 AND c.queue_id = $1`
+	somePartitions = `c.partition_id = ANY($3::bigint[]) AND c.group_name = $2 AND c.queue_id = $1`
 )
+
+// readyReportMax is how many ready cursors a pop that reads many (every
+// cursor of its group, or its candidates) reports beyond those it leases.
+const readyReportMax = 64
 
 // popDelayedSQL serves queues with a delay_ms: a partition's ready end is the
 // end of its newest segment older than the delay ($9 ms), found by a
 // backward index scan that stops at the first such segment.
 var (
-	popDelayedSQL          = fmt.Sprintf(popSQLTemplate, heldEnd(delayedEnd), anyPartition)
-	popDelayedPartitionSQL = fmt.Sprintf(popSQLTemplate, heldEnd(delayedEnd), onePartition)
+	popDelayedSQL           = popScan(heldEnd(delayedEnd), anyPartition)
+	popDelayedPartitionSQL  = fmt.Sprintf(popOneTemplate, heldEnd(delayedEnd), onePartition) + popTail(`NULL::text[], 0::bigint`)
+	popDelayedCandidatesSQL = popScan(heldEnd(delayedEnd), somePartitions)
 )
 
 // heldEnd bounds a partition's ready end by its first pending hold (a
@@ -64,7 +82,8 @@ const delayedEnd = `coalesce((
         WHERE s.partition_id = p.id AND s.created_at <= now() - $9::bigint * interval '1 millisecond'
         ORDER BY s.base_offset DESC LIMIT 1), p.low_offset)`
 
-const popSQLTemplate = `
+// popOneTemplate's cand claims the one cursor a pop names.
+const popOneTemplate = `
 WITH cand AS (
     SELECT c.partition_id, greatest(c.committed, p.low_offset) AS committed, c.delivered_upto,
            r.next_offset, p.name
@@ -76,7 +95,44 @@ WITH cand AS (
     ORDER BY c.leased_at NULLS FIRST, c.partition_id
     LIMIT $4
     FOR UPDATE OF c SKIP LOCKED
-), alloc AS (
+)`
+
+// popScan is the statement of a pop that reads many cursors (where): ready
+// lists the ready ones without locking them, least recently leased first,
+// and cand claims the first $4 of those it can lock, reading each again by
+// key (the claim's recheck sees a cursor another pop leased meanwhile).
+func popScan(end, where string) string {
+	return fmt.Sprintf(`
+WITH ready AS MATERIALIZED (
+    SELECT c.partition_id, c.leased_at, p.name
+    FROM comb_cursors c JOIN comb_partitions p ON p.id = c.partition_id
+    CROSS JOIN LATERAL (SELECT %[1]s AS next_offset) r
+    WHERE %[2]s
+      AND r.next_offset > greatest(c.committed, p.low_offset)
+      AND (c.lease_id IS NULL OR c.lease_until < now())
+    ORDER BY c.leased_at NULLS FIRST, c.partition_id
+    LIMIT $4 + %[3]d
+), cand AS (
+    SELECT c.partition_id, greatest(c.committed, p.low_offset) AS committed, c.delivered_upto,
+           r.next_offset, p.name
+    FROM ready x JOIN comb_cursors c ON c.partition_id = x.partition_id AND c.group_name = $2
+    JOIN comb_partitions p ON p.id = c.partition_id
+    CROSS JOIN LATERAL (SELECT %[1]s AS next_offset) r
+    WHERE r.next_offset > greatest(c.committed, p.low_offset)
+      AND (c.lease_id IS NULL OR c.lease_until < now())
+    ORDER BY x.leased_at NULLS FIRST, x.partition_id
+    LIMIT $4
+    FOR UPDATE OF c SKIP LOCKED
+)`, end, where, readyReportMax) + popTail(`(SELECT array_agg(x.name ORDER BY x.leased_at NULLS FIRST, x.partition_id) FROM ready x
+        WHERE NOT EXISTS (SELECT 1 FROM upd w WHERE w.partition_id = x.partition_id)),
+       (SELECT count(*) FROM ready)`)
+}
+
+// popTail leases what cand claimed and reads its segments; report is the
+// last two columns of every row: the ready partitions not leased, and how
+// many were ready.
+func popTail(report string) string {
+	return `, alloc AS (
     SELECT cand.*, least(next_offset - committed,
         $5 - coalesce(sum(next_offset - committed) OVER (ORDER BY partition_id
             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0))::bigint AS n
@@ -99,40 +155,71 @@ WITH cand AS (
               a.delivered_upto
 )
 SELECT u.partition_id, u.name, u.lo, u.hi, u.lease_id, u.attempts, u.delivered_upto,
-       s.base_offset, s.count, s.created_at, s.payload, s.frame_format
+       s.base_offset, s.count, s.created_at, s.payload, s.frame_format,
+       ` + report + `
 FROM upd u
 CROSS JOIN LATERAL (SELECT max(base_offset) AS b0 FROM comb_segments
                     WHERE partition_id = u.partition_id AND base_offset <= u.lo) f
 JOIN comb_segments s ON s.partition_id = u.partition_id
                     AND s.base_offset >= coalesce(f.b0, u.lo) AND s.base_offset <= u.hi
 ORDER BY u.partition_id, s.base_offset`
+}
 
 // Pop leases the next messages of a queue for a group. It returns no
 // messages and no error when nothing is ready; domain.ErrNotFound when the
 // queue does not exist.
 //
-// The lease and, when the reply is bounded (MaxBytes), the give-back of
-// what does not fit run in one transaction: a crash never leaves messages
-// leased that no reply carried, nor, for an auto-ack pop, settled. Leases
-// commit asynchronously (see Options.DurablePops); an auto-ack pop settles
-// what it delivers, so it commits durably.
+// A leased pop takes one round trip: it opens the transaction, leases and
+// commits (asynchronously, see Options.DurablePops) in one batch. When the
+// reply is bounded (MaxBytes) and what it leased does not fit, a second
+// statement gives back the rest, in a transaction of its own: a crash
+// between the two leaves those messages leased until the lease expires, as
+// a reply lost on its way to the consumer would, and they come back then.
+// An auto-ack pop settles what it leases, so a give-back left undone by a
+// crash would lose messages: it leases and gives back in one transaction,
+// which it commits durably, in two round trips when it must give back and
+// in one otherwise.
 func (s *Store) Pop(ctx context.Context, req domain.PopParams) ([]domain.Message, error) {
+	res, err := s.PopReport(ctx, req)
+	return res.Messages, err
+}
+
+// PopReport is Pop, and also reports the ready partitions the pop saw and
+// did not lease (domain.PopResult).
+func (s *Store) PopReport(ctx context.Context, req domain.PopParams) (domain.PopResult, error) {
+	var none domain.PopResult
 	q, err := s.queue(ctx, req.Queue, false)
 	if err != nil {
-		return nil, err
+		return none, err
 	}
 	group := cmp.Or(req.Group, protocol.DefaultGroup)
 	if err := s.ensureGroup(ctx, q, group, req.From); err != nil {
-		return nil, err
+		return none, err
 	}
-	var pid int64
-	if req.Partition != "" {
-		ids, err := s.partitionIDs(ctx, q, []string{req.Partition}, false)
-		if err != nil {
-			return nil, err
+	var pid any = int64(0)
+	keyed, delayed := req.Partition != "" || len(req.Candidates) > 0, q.Config.DelayMS > 0
+	if keyed {
+		names := req.Candidates
+		if req.Partition != "" {
+			names = []string{req.Partition}
 		}
-		if pid = ids[req.Partition]; pid == 0 {
-			return nil, nil // nothing was ever pushed there
+		ids, err := s.partitionIDs(ctx, q, names, false)
+		if err != nil {
+			return none, err
+		}
+		var some []int64
+		for _, n := range names {
+			if id := ids[n]; id != 0 && !slices.Contains(some, id) {
+				some = append(some, id)
+			}
+		}
+		switch {
+		case len(some) == 0:
+			return none, nil // nothing was ever pushed there
+		case req.Partition != "":
+			pid = some[0]
+		default:
+			pid = some
 		}
 	}
 	maxN := cmp.Or(max(req.Max, 0), protocol.DefaultPopMax)
@@ -143,16 +230,24 @@ func (s *Store) Pop(ctx context.Context, req domain.PopParams) ([]domain.Message
 	}
 	token, err := leaseToken()
 	if err != nil {
-		return nil, err
+		return none, err
 	}
-	sql, args := popSQL, []any{q.ID, group, pid, parts, maxN, token, req.AutoAck, leaseMS}
+	args := []any{q.ID, group, pid, parts, maxN, token, req.AutoAck, leaseMS}
+	sql := popSQL
 	switch {
-	case q.Config.DelayMS > 0 && pid != 0:
-		sql, args = popDelayedPartitionSQL, append(args, q.Config.DelayMS)
-	case q.Config.DelayMS > 0:
-		sql, args = popDelayedSQL, append(args, q.Config.DelayMS)
-	case pid != 0:
+	case req.Partition != "" && delayed:
+		sql = popDelayedPartitionSQL
+	case req.Partition != "":
 		sql = popPartitionSQL
+	case keyed && delayed:
+		sql = popDelayedCandidatesSQL
+	case keyed:
+		sql = popCandidatesSQL
+	case delayed:
+		sql = popDelayedSQL
+	}
+	if delayed {
+		args = append(args, q.Config.DelayMS)
 	}
 	pool := s.popPool
 	if req.AutoAck {
@@ -160,50 +255,76 @@ func (s *Store) Pop(ctx context.Context, req domain.PopParams) ([]domain.Message
 	}
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("pop: %w", classify(err))
+		return none, fmt.Errorf("pop: %w", classify(err))
 	}
 	// A connection left inside the transaction by an error is destroyed on
 	// release (pgxpool keeps only idle ones), which rolls the transaction
 	// back.
 	defer conn.Release()
 
-	// One round trip opens the transaction and leases; a second gives back
-	// what does not fit, if anything, and commits.
+	// An auto-ack pop that may have to give back keeps its transaction
+	// open for the give-back; every other pop commits in the same batch.
+	open := req.AutoAck && req.MaxBytes > 0
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	b.Queue(sql, args...)
+	if !open {
+		b.Queue("COMMIT")
+	}
 	br := conn.SendBatch(ctx, b)
-	out, pids, leases, err := readPop(br, maxN)
+	out, pids, leases, rep, err := readPop(br, maxN)
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return nil, fmt.Errorf("pop: %w", classify(err))
+		return none, fmt.Errorf("pop: %w", classify(err))
 	}
-	b = &pgx.Batch{}
+	var trim *trimArgs
 	if req.MaxBytes > 0 {
-		var trim *trimArgs
 		out, trim = trimToFit(req, out, pids, leases)
-		if trim != nil {
-			b.Queue(trimPopSQL, trim.pids, trim.los, trim.prevs, trim.uptos, req.AutoAck, trim.his, trim.leases, group)
+	}
+	res := domain.PopResult{Messages: out, Ready: rep.others,
+		ReadyKnown: len(leases) > 0 && rep.scanned && rep.ready < int64(parts+readyReportMax)}
+	if trim != nil {
+		for _, l := range leases {
+			if slices.Contains(trim.pids, l.pid) {
+				res.Ready = append(res.Ready, l.name)
+			}
 		}
 	}
-	b.Queue("COMMIT")
-	if err := conn.SendBatch(ctx, b).Close(); err != nil {
-		return nil, fmt.Errorf("pop: commit: %w", classify(err))
+	if !open && trim == nil {
+		return res, nil
 	}
-	return out, nil
+	b = &pgx.Batch{}
+	if trim != nil {
+		b.Queue(trimPopSQL, trim.pids, trim.los, trim.prevs, trim.uptos, req.AutoAck, trim.his, trim.leases, group)
+	}
+	if open {
+		b.Queue("COMMIT")
+	}
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		if !open {
+			// The messages returned are leased and committed: the rest
+			// stays leased until its lease expires.
+			s.log.Warn("pop: give back what does not fit", "queue", req.Queue, "err", err)
+			res.Ready, res.ReadyKnown = rep.others, false
+			return res, nil
+		}
+		return none, fmt.Errorf("pop: commit: %w", classify(err))
+	}
+	return res, nil
 }
 
 // readPop reads the pop statement's rows: the messages, the partition id
-// of each, and the ranges leased.
-func readPop(br pgx.BatchResults, maxN int) ([]domain.Message, []int64, []leasedRange, error) {
+// of each, the ranges leased, and the report of ready partitions.
+func readPop(br pgx.BatchResults, maxN int) ([]domain.Message, []int64, []leasedRange, readyReport, error) {
+	var rep readyReport
 	if _, err := br.Exec(); err != nil { // BEGIN
-		return nil, nil, nil, err
+		return nil, nil, nil, rep, err
 	}
 	rows, err := br.Query()
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, rep, err
 	}
 	out := make([]domain.Message, 0, maxN)
 	pids := make([]int64, 0, maxN)
@@ -215,11 +336,14 @@ func readPop(br pgx.BatchResults, maxN int) ([]domain.Message, []int64, []leased
 		name, lease                     string
 		created                         time.Time
 		payload                         []byte
+		others                          []string
+		ready                           int64
 	)
 	_, err = pgx.ForEachRow(rows, []any{&partID, &name, &lo, &hi, &lease, &attempts, &delivered,
-		&base, &count, &created, &payload, &format}, func() error {
+		&base, &count, &created, &payload, &format, &others, &ready}, func() error {
 		if n := len(leases); n == 0 || leases[n-1].pid != partID {
-			leases = append(leases, leasedRange{pid: partID, lo: lo, hi: hi, prev: delivered, lease: lease})
+			leases = append(leases, leasedRange{pid: partID, name: name, lo: lo, hi: hi, prev: delivered, lease: lease})
+			rep = readyReport{others: others, ready: ready, scanned: ready > 0}
 		}
 		// pgx reuses payload's memory for the next row: copy it once per
 		// segment, and let the messages alias the copy.
@@ -245,13 +369,22 @@ func readPop(br pgx.BatchResults, maxN int) ([]domain.Message, []int64, []leased
 		}
 		return nil
 	})
-	return out, pids, leases, err
+	return out, pids, leases, rep, err
 }
 
 // leasedRange is what one pop leased of one partition.
 type leasedRange struct {
 	pid, lo, hi, prev int64 // prev: delivered_upto before the pop
-	lease             string
+	name, lease       string
+}
+
+// readyReport is what a pop statement reports of the ready partitions:
+// those it did not lease, and how many were ready in all (scanned: the
+// statement reads many cursors and reports at all).
+type readyReport struct {
+	others  []string
+	ready   int64
+	scanned bool
 }
 
 // trimPopSQL shrinks leases to what a trimmed pop returns ($4 is the last

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -841,4 +842,53 @@ func TestConcurrentPartitionCreation(t *testing.T) {
 			require.NoError(t, <-errs)
 		}
 	}
+}
+
+// A pop that reads every cursor of its group reports the ready partitions
+// it did not lease, and that they were all of them; a pop limited to
+// candidates leases none but them, finds them by key, and reports the same
+// way among them. A partition given back because the reply could not carry
+// it is reported ready again.
+func TestPopReportsReadyPartitions(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx := ctxT(t)
+	for _, p := range []string{"a", "b", "c"} {
+		pushN(t, st, "q", p, 0, 2)
+	}
+	q := domain.Global("q")
+	res, err := st.PopReport(ctx, domain.PopParams{Queue: q, Max: 10})
+	require.NoError(t, err)
+	require.Len(t, res.Messages, 2)
+	leased := res.Messages[0].Partition
+	require.True(t, res.ReadyKnown)
+	require.ElementsMatch(t, slices.DeleteFunc([]string{"a", "b", "c"}, func(p string) bool { return p == leased }), res.Ready)
+
+	// Candidates: an unready one, a ready one, and one never pushed to.
+	other := res.Ready[0]
+	res, err = st.PopReport(ctx, domain.PopParams{Queue: q, Max: 10, Candidates: []string{leased, other, "nobody"}})
+	require.NoError(t, err)
+	require.Len(t, res.Messages, 2)
+	require.Equal(t, other, res.Messages[0].Partition)
+	require.True(t, res.ReadyKnown)
+	require.Empty(t, res.Ready, "the third ready partition was no candidate")
+	res, err = st.PopReport(ctx, domain.PopParams{Queue: q, Candidates: []string{leased, other, "nobody"}})
+	require.NoError(t, err)
+	require.Empty(t, res.Messages, "both candidates are leased")
+	require.False(t, res.ReadyKnown, "a pop that leased nothing knows nothing")
+
+	// The last ready partition, trimmed to one message: it is ready again.
+	size := func(*domain.Message) int { return 10 }
+	res, err = st.PopReport(ctx, domain.PopParams{Queue: q, Max: 10, MaxBytes: 10, SizeOf: size})
+	require.NoError(t, err)
+	require.Len(t, res.Messages, 1)
+	last := res.Messages[0].Partition
+	require.Equal(t, []string{last}, res.Ready)
+	require.True(t, ack(t, st, "q", "", domain.Ack{Partition: last, Offset: 0, Lease: res.Messages[0].Lease})[0].OK)
+	res, err = st.PopReport(ctx, domain.PopParams{Queue: q, Max: 10})
+	require.NoError(t, err)
+	require.Len(t, res.Messages, 1)
+	require.Equal(t, int64(1), res.Messages[0].Offset, "the message given back comes next")
+	require.Empty(t, res.Ready)
+	require.True(t, res.ReadyKnown)
 }
