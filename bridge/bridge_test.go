@@ -1,10 +1,12 @@
 package bridge_test
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -865,4 +867,84 @@ func TestStatsCarryMaintenance(t *testing.T) {
 	require.NotNil(t, push, "%s", m.Data)
 	require.Equal(t, false, push["maintenance"])
 	require.NotContains(t, push, "spool", "combtest runs without a spool")
+}
+
+// TestNoWakeUpLostUnderLoad: with no safety-net retries, what a bridge
+// knows of a group's ready partitions (marks, candidates, and what pops
+// that read every cursor report) must never leave a message waiting.
+// Producers push single messages to random partitions while long-polling
+// consumers on two bridges pop and ack; every message must come, long
+// before the one-hour retry interval could have found a forgotten one.
+func TestNoWakeUpLostUnderLoad(t *testing.T) {
+	t.Parallel()
+	env := combtest.StartWith(t, combtest.Options{Bridge: bridge.Config{RetryInterval: time.Hour}})
+	combtest.AddBridge(t, env, bridge.Config{RetryInterval: time.Hour})
+	nc := env.NC
+	call(t, nc, "comb.configure.nl", ``, nil)
+	const producers, each, partitions, consumers, wide = 4, 300, 400, 8, 70
+	const total = producers*each + 3*wide
+	// Long polls outlast the test: a poll whose wait ends reads every
+	// cursor before it answers, which would find a forgotten message.
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	defer cancel()
+	var got sync.Map
+	var delivered atomic.Int64
+	var wg sync.WaitGroup
+	for c := range consumers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			body := fmt.Sprintf(`{"wait_ms":60000,"max":%d,"partitions":%d}`, 1+c%3, 1+c%2)
+			for ctx.Err() == nil {
+				m, err := nc.RequestWithContext(ctx, "comb.pop.nl", []byte(body))
+				if err != nil {
+					continue
+				}
+				var rep struct {
+					Messages []msgOut `json:"messages"`
+				}
+				if err := json.Unmarshal(m.Data, &rep); err != nil {
+					t.Error(err)
+					return
+				}
+				for _, msg := range rep.Messages {
+					if _, dup := got.LoadOrStore(string(msg.Data), true); !dup && delivered.Add(1) == total {
+						cancel()
+					}
+					if _, err := nc.Request("comb.ack.nl", []byte(ackBody("", msg, "completed")), reqTimeout); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+		}()
+	}
+	for p := range producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				part := rand.IntN(partitions)
+				body := fmt.Sprintf(`{"messages":[{"partition":"p%d","data":"%d-%d"}]}`, part, p, i)
+				if p == 0 && i%50 == 0 && i < 150 {
+					// At first, pushes to more partitions than a wake-up
+					// names end every mark: pops read every cursor again,
+					// and learn what is ready once few partitions are.
+					var b strings.Builder
+					for k := range wide {
+						fmt.Fprintf(&b, `,{"partition":"p%d","data":"w%d-%d"}`, k, i, k)
+					}
+					body = `{"messages":[{"partition":"p0","data":"` + fmt.Sprintf("%d-%d", p, i) + `"}` + b.String() + `]}`
+				}
+				if _, err := nc.Request("comb.push.nl", []byte(body), reqTimeout); err != nil {
+					t.Error(err)
+					return
+				}
+				if i%16 == 0 {
+					time.Sleep(time.Millisecond)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	require.Equal(t, int64(total), delivered.Load(), "messages left waiting: a wake-up was lost")
 }

@@ -217,8 +217,9 @@ type PopParams struct {
 	From       Start
 	// MaxBytes bounds the reply: when the leased messages' SizeOf adds up
 	// to more, the pop returns the prefix that fits (at least one message)
-	// and shrinks its leases to what it returns in the same transaction,
-	// so nothing stays leased unseen. 0 means no bound.
+	// and shrinks its leases to what it returns, so nothing stays leased
+	// unseen: an auto-ack pop in the same transaction, a leased pop in the
+	// next (see Store.Pop). 0 means no bound.
 	MaxBytes int
 	// StrictMaxBytes makes MaxBytes bound the first message too: a pop
 	// whose first message does not fit returns nothing and leases
