@@ -46,8 +46,8 @@ var popPartitionSQL = fmt.Sprintf(popOneTemplate, heldEnd(`p.next_offset`), oneP
 var popCandidatesSQL = popScan(heldEnd(`p.next_offset`), somePartitions)
 
 const (
-	anyPartition   = `c.queue_id = $1 AND c.group_name = $2 AND $3::bigint = 0`
-	onePartition   = `c.partition_id = $3 AND c.group_name = $2 AND c.queue_id = $1`
+	anyPartition = `c.queue_id = $1 AND c.group_name = $2 AND $3::bigint = 0`
+	onePartition = `c.partition_id = $3 AND c.group_name = $2 AND c.queue_id = $1`
 	// somePartitions leaves out the queue (its ids are the queue's): with
 	// "c.queue_id = $1" a generic plan read every cursor of the group
 	// through (queue_id, group_name) and filtered the ids, where this
