@@ -77,9 +77,15 @@ const maxCandidates = maxWakeTargets
 
 // emptyMark is when a group's pop last found nothing, and which partitions
 // wake-ups have named since.
+//
+// A partial mark knows only that its candidates were ready (a pop that
+// read every cursor saw more ready partitions than it reports): pops try
+// them by key, but a pop that finds none of them ready reads every cursor
+// before it waits.
 type emptyMark struct {
-	at    time.Time
-	cands []candidate
+	at      time.Time
+	cands   []candidate
+	partial bool
 }
 
 // candidate is a partition a wake-up named, and the wake sequence it was
@@ -92,8 +98,8 @@ type candidate struct {
 // known is what attach tells a pop of its group: whether a mark holds, and
 // its candidates then.
 type known struct {
-	valid bool
-	cands []string
+	valid, partial bool
+	cands          []string
 }
 
 // popper runs pops on a bounded set of workers and parks long-polling
@@ -206,7 +212,7 @@ func (p *popper) run(job *popJob) {
 	var k known
 	if waits {
 		seq, k = p.attach(job.req.Queue, job.req.Group, job.req.Partition == "" && !job.ns)
-		if k.valid && len(k.cands) == 0 && time.Now().Before(job.deadline) && p.park(job, seq, time.Time{}) {
+		if k.valid && !k.partial && len(k.cands) == 0 && time.Now().Before(job.deadline) && p.park(job, seq, time.Time{}) {
 			return // nothing can be ready
 		}
 	}
@@ -221,13 +227,13 @@ func (p *popper) run(job *popJob) {
 		// nothing keeps the mark (no new one: no cursor was read).
 		job.hint, began = "", time.Time{}
 		msgs, err = p.popCandidates(job, seq, k.cands)
-	} else {
-		var res domain.PopResult
-		res, err = p.pop(job)
-		msgs = res.Messages
-		if err == nil && waits && res.ReadyKnown {
-			p.learn(job, began, res.Ready)
+		if err == nil && len(msgs) == 0 && k.partial {
+			// Other partitions may be ready.
+			began = time.Now()
+			msgs, err = p.popAll(job, waits, began)
 		}
+	} else {
+		msgs, err = p.popAll(job, waits, began)
 	}
 	if job.ns {
 		began = time.Time{} // no empty marks: they are per queue
@@ -288,12 +294,25 @@ func (p *popper) pop(job *popJob) (domain.PopResult, error) {
 	return p.b.st.PopReport(ctx, job.req)
 }
 
+// popAll makes a store call that may read every cursor of the group (after
+// a hint, see pop) and learns from what it reports: waits says the job has
+// attached to its queue, began is when the call began.
+func (p *popper) popAll(job *popJob, waits bool, began time.Time) ([]domain.Message, error) {
+	res, err := p.pop(job)
+	if err == nil && waits && len(res.Messages) > 0 && (res.ReadyKnown || len(res.Ready) > 0) {
+		p.learn(job, began, res.Ready, !res.ReadyKnown)
+	}
+	return res.Messages, err
+}
+
 // learn marks job's group as known when a pop that read every cursor of
 // the group leased something and saw all the other ready partitions
 // (ready) as its statement began, which was after began: from then on only
 // those, and those wake-ups named since began, can be ready, until the
 // retry interval has passed. Too many of them leave the group unmarked.
-func (p *popper) learn(job *popJob, began time.Time, ready []string) {
+// With partial, ready are only some of the ready partitions: the mark is
+// partial (see emptyMark).
+func (p *popper) learn(job *popJob, began time.Time, ready []string, partial bool) {
 	if job.ns || job.req.Partition != "" {
 		return
 	}
@@ -307,7 +326,7 @@ func (p *popper) learn(job *popJob, began time.Time, ready []string) {
 	if all {
 		return
 	}
-	m := &emptyMark{at: began}
+	m := &emptyMark{at: began, partial: partial}
 	for _, part := range slices.Concat(ready, named) {
 		if !slices.ContainsFunc(m.cands, func(c candidate) bool { return c.partition == part }) {
 			m.cands = append(m.cands, candidate{part, wq.seq})
@@ -452,7 +471,7 @@ func (p *popper) attach(queue domain.QueueRef, group string, anyPartition bool) 
 	}
 	wq.refs++
 	if m, ok := wq.empty[group]; anyPartition && ok && time.Since(m.at) < p.b.cfg.RetryInterval {
-		k.valid = true
+		k.valid, k.partial = true, m.partial
 		for _, c := range m.cands {
 			k.cands = append(k.cands, c.partition)
 		}

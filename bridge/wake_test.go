@@ -333,7 +333,7 @@ func TestLearnMarksKnownGroup(t *testing.T) {
 	p.wake(q, []wakeTarget{{"", "before"}}, 1) // seen by the pop's statement
 	began := time.Now()
 	p.wake(q, []wakeTarget{{"", "during"}}, 1) // maybe not
-	p.learn(job, began, []string{"ready"})
+	p.learn(job, began, []string{"ready"}, false)
 	_, k := p.attach(q, "g", true)
 	require.True(t, k.valid)
 	require.ElementsMatch(t, []string{"ready", "during"}, k.cands)
@@ -343,7 +343,7 @@ func TestLearnMarksKnownGroup(t *testing.T) {
 	delete(p.queues[q].empty, "g")
 	began = time.Now()
 	p.wake(q, nil, 0)
-	p.learn(job, began, nil)
+	p.learn(job, began, nil, false)
 	_, k = p.attach(q, "g", true)
 	require.False(t, k.valid, "a wake-up named every partition during the call")
 
@@ -351,7 +351,15 @@ func TestLearnMarksKnownGroup(t *testing.T) {
 	for i := range many {
 		many[i] = "p" + strconv.Itoa(i)
 	}
-	p.learn(job, time.Now(), many)
+	p.learn(job, time.Now(), many, false)
 	_, k = p.attach(q, "g", true)
 	require.False(t, k.valid, "too many candidates")
+
+	// Some of the ready partitions: a partial mark, whose pops read every
+	// cursor when none of its candidates is ready, and never wait on it.
+	p.learn(job, time.Now(), []string{"some"}, true)
+	_, k = p.attach(q, "g", true)
+	require.True(t, k.valid)
+	require.True(t, k.partial)
+	require.Equal(t, []string{"some"}, k.cands)
 }
