@@ -91,34 +91,51 @@ func collectNameIDs(rows pgx.Rows) (map[string]int64, error) {
 }
 
 // createPartitions creates the missing partitions of q with a cursor for
-// every existing group, and returns the ids of names. Its statements go in
-// one round trip, and it commits without waiting for the WAL flush: the
+// every existing group, and returns the ids of names. Its transaction,
+// BEGIN to COMMIT, goes in one round trip, and it commits without waiting
+// for the WAL flush: the
 // push that needs the partitions commits durably after it, and flushing
 // that commit flushes this one, which comes before it in the WAL. A crash
 // in between loses only partitions no acknowledged message is in.
 func (s *Store) createPartitions(ctx context.Context, q queueRow, names []string) (map[string]int64, error) {
+	conn, err := s.popPool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("create partitions: %w", classify(err))
+	}
+	// A connection left inside the transaction by an error is destroyed on
+	// release, which rolls the transaction back.
+	defer conn.Release()
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(`SELECT 1 FROM comb_queues WHERE id = $1 FOR KEY SHARE`, q.ID)
+	b.Queue(`
+		INSERT INTO comb_partitions (queue_id, name) SELECT $1, unnest($2::text[])
+		ON CONFLICT (queue_id, name) DO NOTHING`, q.ID, names)
+	// A partition is new to every existing group: they all start at 0.
+	b.Queue(`
+		INSERT INTO comb_cursors (partition_id, group_name, queue_id, committed)
+		SELECT p.id, g.name, p.queue_id, p.low_offset
+		FROM comb_partitions p JOIN comb_groups g ON g.queue_id = p.queue_id
+		WHERE p.queue_id = $1 AND p.name = ANY($2)
+		ORDER BY p.id, g.name
+		ON CONFLICT DO NOTHING`, q.ID, names)
+	b.Queue(`SELECT name, id FROM comb_partitions WHERE queue_id = $1 AND name = ANY($2)`, q.ID, names)
+	b.Queue("COMMIT")
 	var out map[string]int64
-	err := pgx.BeginFunc(ctx, s.popPool, func(tx pgx.Tx) error {
-		b := &pgx.Batch{}
-		b.Queue(`SELECT 1 FROM comb_queues WHERE id = $1 FOR KEY SHARE`, q.ID)
-		b.Queue(`
-			INSERT INTO comb_partitions (queue_id, name) SELECT $1, unnest($2::text[])
-			ON CONFLICT (queue_id, name) DO NOTHING`, q.ID, names)
-		// A partition is new to every existing group: they all start at 0.
-		b.Queue(`
-			INSERT INTO comb_cursors (partition_id, group_name, queue_id, committed)
-			SELECT p.id, g.name, p.queue_id, p.low_offset
-			FROM comb_partitions p JOIN comb_groups g ON g.queue_id = p.queue_id
-			WHERE p.queue_id = $1 AND p.name = ANY($2)
-			ORDER BY p.id, g.name
-			ON CONFLICT DO NOTHING`, q.ID, names)
-		b.Queue(`SELECT name, id FROM comb_partitions WHERE queue_id = $1 AND name = ANY($2)`, q.ID, names)
-		br := tx.SendBatch(ctx, b)
+	gone := false
+	err = func() error {
+		br := conn.SendBatch(ctx, b)
 		defer br.Close()
+		if _, err := br.Exec(); err != nil { // BEGIN
+			return err
+		}
 		if tag, err := br.Exec(); err != nil {
 			return err
 		} else if tag.RowsAffected() == 0 {
-			return fmt.Errorf("queue %q was deleted: %w", q.Name, domain.ErrNotFound)
+			// The insert fails on the foreign key; the transaction is
+			// left aborted, and the connection with it.
+			gone = true
+			return nil
 		}
 		for range 2 {
 			if _, err := br.Exec(); err != nil {
@@ -132,13 +149,16 @@ func (s *Store) createPartitions(ctx context.Context, q queueRow, names []string
 		if out, err = collectNameIDs(rows); err != nil {
 			return err
 		}
-		return br.Close()
-	})
-	if err != nil {
-		if errors.Is(err, domain.ErrNotFound) {
-			s.forget(q.ref())
-			return nil, err
+		if _, err := br.Exec(); err != nil { // COMMIT
+			return err
 		}
+		return br.Close()
+	}()
+	if gone {
+		s.forget(q.ref())
+		return nil, fmt.Errorf("queue %q was deleted: %w", q.Name, domain.ErrNotFound)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("create partitions: %w", classify(err))
 	}
 	return out, nil
