@@ -81,7 +81,7 @@ const maxCandidates = maxWakeTargets
 // A partial mark knows only that its candidates were ready (a pop that
 // read every cursor saw more ready partitions than it reports): pops try
 // them by key, but a pop that finds none of them ready reads every cursor
-// before it waits.
+// before it waits. Wake-ups add nothing to it (see noteCandidatesLocked).
 type emptyMark struct {
 	at      time.Time
 	cands   []candidate
@@ -399,6 +399,14 @@ func (p *popper) noteCandidatesLocked(wq *waitQueue, targets []wakeTarget) {
 		return
 	}
 	for g, m := range wq.empty {
+		if m.partial {
+			// Its candidates are the least recently leased of many ready
+			// partitions. Adding the ones just pushed to would have pops
+			// serve those first, and leave older ready partitions waiting
+			// until the mark ends; when its candidates run out, a pop
+			// reads every cursor, oldest first, and finds these too.
+			continue
+		}
 		for _, t := range targets {
 			if t.group != "" && t.group != g {
 				continue
