@@ -2,7 +2,6 @@ package bridge
 
 import (
 	"cmp"
-	"context"
 	"slices"
 	"strings"
 	"sync"
@@ -286,7 +285,9 @@ func (p *popper) pop(job *popJob) (domain.PopResult, error) {
 	if hint := job.hint; hint != "" {
 		job.hint = ""
 		if job.req.Partition == "" && job.req.Partitions <= 1 {
-			if msgs, _, err := p.popKeyed(ctx, job, []string{hint}); err == nil && len(msgs) > 0 {
+			req := job.req
+			req.Partition = hint
+			if msgs, err := p.b.st.Pop(ctx, req); err == nil && len(msgs) > 0 {
 				return domain.PopResult{Messages: msgs}, nil
 			}
 		}
@@ -336,21 +337,6 @@ func (p *popper) learn(job *popJob, began time.Time, ready []string, partial boo
 		return
 	}
 	wq.empty[job.req.Group] = m
-}
-
-// popKeyed pops job's group from each of parts in turn, each by its key,
-// until one has messages or fails, and says how many it tried.
-func (p *popper) popKeyed(ctx context.Context, job *popJob, parts []string) (msgs []domain.Message, tried int, err error) {
-	for _, part := range parts {
-		req := job.req
-		req.Partition = part
-		msgs, err = p.b.st.Pop(ctx, req)
-		tried++
-		if err != nil || len(msgs) > 0 {
-			break
-		}
-	}
-	return msgs, tried, err
 }
 
 // popCandidates pops a known group from its candidate partitions only, in
