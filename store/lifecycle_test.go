@@ -123,22 +123,33 @@ func TestDedupWindowExpires(t *testing.T) {
 	}, 10*time.Second, 100*time.Millisecond)
 }
 
+// TestDelay: each shape of pop (every cursor, one partition by key,
+// candidates by key) holds messages back for the queue's delay_ms.
 func TestDelay(t *testing.T) {
 	t.Parallel()
 	st := newStore(t)
-	configure(t, st, "q", domain.ConfigPatch{DelayMS: i64(400)})
-	pushed := time.Now()
-	pushN(t, st, "q", "p", 0, 2)
-	ms, err := st.Pop(ctxT(t), domain.PopParams{Queue: domain.Global("q"), Max: 10})
-	require.NoError(t, err)
-	require.Empty(t, ms, "not deliverable before the delay")
-	require.Eventually(t, func() bool {
-		ms, err = st.Pop(ctxT(t), domain.PopParams{Queue: domain.Global("q"), Max: 10})
-		require.NoError(t, err)
-		return len(ms) > 0
-	}, 10*time.Second, 20*time.Millisecond)
-	require.GreaterOrEqual(t, time.Since(pushed), 400*time.Millisecond)
-	require.Equal(t, []string{"0", "1"}, datas(ms))
+	for name, shape := range map[string]domain.PopParams{
+		"any": {}, "partition": {Partition: "p"}, "candidates": {Candidates: []string{"p", "other"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			configure(t, st, name, domain.ConfigPatch{DelayMS: i64(400)})
+			pushed := time.Now()
+			pushN(t, st, name, "p", 0, 2)
+			req := shape
+			req.Queue, req.Max = domain.Global(name), 10
+			ms, err := st.Pop(ctxT(t), req)
+			require.NoError(t, err)
+			require.Empty(t, ms, "not deliverable before the delay")
+			require.Eventually(t, func() bool {
+				ms, err = st.Pop(ctxT(t), req)
+				require.NoError(t, err)
+				return len(ms) > 0
+			}, 10*time.Second, 20*time.Millisecond)
+			require.GreaterOrEqual(t, time.Since(pushed), 400*time.Millisecond)
+			require.Equal(t, []string{"0", "1"}, datas(ms))
+		})
+	}
 }
 
 func TestLimits(t *testing.T) {
