@@ -923,19 +923,18 @@ func TestNoWakeUpLostUnderLoad(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range each {
-				part := rand.IntN(partitions)
-				body := fmt.Sprintf(`{"messages":[{"partition":"p%d","data":"%d-%d"}]}`, part, p, i)
+				var b strings.Builder
+				fmt.Fprintf(&b, `{"messages":[{"partition":"p%d","data":"%d-%d"}`, rand.IntN(partitions), p, i)
 				if p == 0 && i%50 == 0 && i < 150 {
 					// At first, pushes to more partitions than a wake-up
 					// names end every mark: pops read every cursor again,
 					// and learn what is ready once few partitions are.
-					var b strings.Builder
 					for k := range wide {
 						fmt.Fprintf(&b, `,{"partition":"p%d","data":"w%d-%d"}`, k, i, k)
 					}
-					body = `{"messages":[{"partition":"p0","data":"` + fmt.Sprintf("%d-%d", p, i) + `"}` + b.String() + `]}`
 				}
-				if _, err := nc.Request("comb.push.nl", []byte(body), reqTimeout); err != nil {
+				b.WriteString(`]}`)
+				if _, err := nc.Request("comb.push.nl", []byte(b.String()), reqTimeout); err != nil {
 					t.Error(err)
 					return
 				}

@@ -222,12 +222,13 @@ func (p *popper) run(job *popJob) {
 	if p.b.maintenance.Load() {
 		err = errMaintenance // nothing may read PostgreSQL
 	} else if k.valid && len(k.cands) > 0 && job.req.Partitions <= 1 {
-		// Only the candidates can be ready: try them by key. Finding
-		// nothing keeps the mark (no new one: no cursor was read).
-		// Pops of several partitions read every cursor: from
-		// candidates, the closed loop's (-pop-partitions 4) max e2e
-		// grew from 0.33-0.40 s to 0.86-1.06 s, for reasons not found
-		// yet.
+		// Only the candidates can be ready (or, under a partial mark,
+		// are known to be): try them by key. Finding nothing keeps a
+		// full mark (no new one: no cursor was read); under a partial
+		// one, every cursor is read next. Pops of several partitions
+		// read every cursor: from candidates, the closed loop's
+		// (-pop-partitions 4) max e2e grew from 0.33-0.40 s to
+		// 0.86-1.06 s, for reasons not found yet.
 		job.hint, began = "", time.Time{}
 		msgs, err = p.popCandidates(job, seq, k.cands)
 		if err == nil && len(msgs) == 0 && k.partial {

@@ -43,44 +43,51 @@ func (l *wakeLog) add(queue domain.QueueRef, partition string, at time.Time) {
 	l.n++
 }
 
-// namedSince reports whether a wake-up received at or after since named
-// partition of queue, or every partition of it. When the log has wrapped
-// past since, it cannot tell, and says yes.
-func (l *wakeLog) namedSince(queue domain.QueueRef, partition string, since time.Time) bool {
+// each calls fn, newest first, with the partition ("" for every one) of
+// each wake-up of queue received at or after since, until fn returns
+// true. It reports false when it went through the whole log and the log
+// has wrapped: older entries, maybe after since, were lost.
+func (l *wakeLog) each(queue domain.QueueRef, since time.Time, fn func(partition string) (stop bool)) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for i := uint64(0); i < min(l.n, wakeLogSize); i++ {
 		e := &l.entries[(l.n-1-i)%wakeLogSize]
 		if e.at.Before(since) {
-			return false
+			return true
 		}
-		if e.queue == queue && (e.partition == partition || e.partition == "") {
+		if e.queue == queue && fn(e.partition) {
 			return true
 		}
 	}
-	return l.n >= wakeLogSize // wrapped: older entries were lost
+	return l.n < wakeLogSize
+}
+
+// namedSince reports whether a wake-up received at or after since named
+// partition of queue, or every partition of it. When the log has wrapped
+// past since, it cannot tell, and says yes.
+func (l *wakeLog) namedSince(queue domain.QueueRef, partition string, since time.Time) bool {
+	named := false
+	complete := l.each(queue, since, func(p string) bool {
+		named = p == partition || p == ""
+		return named
+	})
+	return named || !complete
 }
 
 // namedAfter returns the partitions of queue that wake-ups received at or
 // after since named; all is true when one named every partition of it, or
 // when the log has wrapped past since and cannot tell.
 func (l *wakeLog) namedAfter(queue domain.QueueRef, since time.Time) (parts []string, all bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for i := uint64(0); i < min(l.n, wakeLogSize); i++ {
-		e := &l.entries[(l.n-1-i)%wakeLogSize]
-		if e.at.Before(since) {
-			return parts, false
+	complete := l.each(queue, since, func(p string) bool {
+		if p == "" {
+			all = true
+		} else if !slices.Contains(parts, p) {
+			parts = append(parts, p)
 		}
-		if e.queue != queue {
-			continue
-		}
-		if e.partition == "" {
-			return nil, true
-		}
-		if !slices.Contains(parts, e.partition) {
-			parts = append(parts, e.partition)
-		}
+		return all
+	})
+	if all || !complete {
+		return nil, true
 	}
-	return parts, l.n >= wakeLogSize
+	return parts, false
 }

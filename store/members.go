@@ -93,10 +93,10 @@ func collectNameIDs(rows pgx.Rows) (map[string]int64, error) {
 // createPartitions creates the missing partitions of q with a cursor for
 // every existing group, and returns the ids of names. Its transaction,
 // BEGIN to COMMIT, goes in one round trip, and it commits without waiting
-// for the WAL flush: the
-// push that needs the partitions commits durably after it, and flushing
-// that commit flushes this one, which comes before it in the WAL. A crash
-// in between loses only partitions no acknowledged message is in.
+// for the WAL flush: the push that needs the partitions commits durably
+// after it, and flushing that commit flushes this one, which comes before
+// it in the WAL. A crash in between loses only partitions no acknowledged
+// message is in.
 func (s *Store) createPartitions(ctx context.Context, q queueRow, names []string) (map[string]int64, error) {
 	conn, err := s.popPool.Acquire(ctx)
 	if err != nil {

@@ -38,7 +38,7 @@ var popSQL = popScan(heldEnd(`p.next_offset`), anyPartition)
 // finds the one cursor by its key. One statement for both would test
 // "$3 = 0 OR c.partition_id = $3", which a generic plan cannot answer from
 // the key, so it read every cursor of the group to pop one partition.
-var popPartitionSQL = fmt.Sprintf(popOneTemplate, heldEnd(`p.next_offset`), onePartition) + popTail(`NULL::text[], 0::bigint`)
+var popPartitionSQL = popOne(heldEnd(`p.next_offset`))
 
 // popCandidatesSQL is popSQL for a pop limited to candidate partitions
 // ($3, an array of ids; PopParams.Candidates): it finds their cursors by
@@ -64,7 +64,7 @@ const readyReportMax = 64
 // backward index scan that stops at the first such segment.
 var (
 	popDelayedSQL           = popScan(heldEnd(delayedEnd), anyPartition)
-	popDelayedPartitionSQL  = fmt.Sprintf(popOneTemplate, heldEnd(delayedEnd), onePartition) + popTail(`NULL::text[], 0::bigint`)
+	popDelayedPartitionSQL  = popOne(heldEnd(delayedEnd))
 	popDelayedCandidatesSQL = popScan(heldEnd(delayedEnd), somePartitions)
 )
 
@@ -86,8 +86,10 @@ const delayedEnd = `coalesce((
         WHERE s.partition_id = p.id AND s.created_at <= now() - $9::bigint * interval '1 millisecond'
         ORDER BY s.base_offset DESC LIMIT 1), p.low_offset)`
 
-// popOneTemplate's cand claims the one cursor a pop names.
-const popOneTemplate = `
+// popOne is the statement of a pop that names its partition: cand claims
+// its one cursor, and it reports no other partitions.
+func popOne(end string) string {
+	return fmt.Sprintf(`
 WITH cand AS (
     SELECT c.partition_id, greatest(c.committed, p.low_offset) AS committed, c.delivered_upto,
            r.next_offset, p.name
@@ -99,7 +101,8 @@ WITH cand AS (
     ORDER BY c.leased_at NULLS FIRST, c.partition_id
     LIMIT $4
     FOR UPDATE OF c SKIP LOCKED
-)`
+)`, end, onePartition) + popTail(`NULL::text[], 0::bigint`)
+}
 
 // popScan is the statement of a pop that reads many cursors (where): ready
 // lists the ready ones without locking them, least recently leased first,
@@ -288,7 +291,7 @@ func (s *Store) PopReport(ctx context.Context, req domain.PopParams) (domain.Pop
 		out, trim = trimToFit(req, out, pids, leases)
 	}
 	res := domain.PopResult{Messages: out, Ready: rep.others,
-		ReadyKnown: len(leases) > 0 && rep.scanned && rep.ready < int64(parts+readyReportMax)}
+		ReadyKnown: len(leases) > 0 && rep.ready > 0 && rep.ready < int64(parts+readyReportMax)}
 	if trim != nil {
 		for _, l := range leases {
 			if slices.Contains(trim.pids, l.pid) {
@@ -345,9 +348,11 @@ func readPop(br pgx.BatchResults, maxN int) ([]domain.Message, []int64, []leased
 	)
 	_, err = pgx.ForEachRow(rows, []any{&partID, &name, &lo, &hi, &lease, &attempts, &delivered,
 		&base, &count, &created, &payload, &format, &others, &ready}, func() error {
+		if len(leases) == 0 {
+			rep = readyReport{others: others, ready: ready} // the same on every row
+		}
 		if n := len(leases); n == 0 || leases[n-1].pid != partID {
 			leases = append(leases, leasedRange{pid: partID, name: name, lo: lo, hi: hi, prev: delivered, lease: lease})
-			rep = readyReport{others: others, ready: ready, scanned: ready > 0}
 		}
 		// pgx reuses payload's memory for the next row: copy it once per
 		// segment, and let the messages alias the copy.
@@ -383,12 +388,11 @@ type leasedRange struct {
 }
 
 // readyReport is what a pop statement reports of the ready partitions:
-// those it did not lease, and how many were ready in all (scanned: the
-// statement reads many cursors and reports at all).
+// those it did not lease, and how many were ready in all (0 from a pop
+// naming its partition, which reports nothing).
 type readyReport struct {
-	others  []string
-	ready   int64
-	scanned bool
+	others []string
+	ready  int64
 }
 
 // trimPopSQL shrinks leases to what a trimmed pop returns ($4 is the last
