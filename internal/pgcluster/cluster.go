@@ -407,7 +407,7 @@ func (c *Cluster) initdb(ctx context.Context) error {
 		args = append(args, "--no-sync") // a throwaway cluster need not survive a power cut
 	}
 	start := time.Now()
-	out, err := c.tool(ctx, "initdb", args...).CombinedOutput()
+	out, err := combinedOutput(c.tool(ctx, "initdb", args...))
 	if err != nil {
 		return fmt.Errorf("pgcluster: initdb %s: %w\n%s", c.dir, err, lastLines(out, 20))
 	}
@@ -544,7 +544,7 @@ func (c *Cluster) ensurePassword(ctx context.Context) error {
 		"-c", "password_encryption=scram-sha-256", "-c", "log_statement=none", superuser)
 	// On stdin, not in argv, which other users can read in /proc.
 	cmd.Stdin = strings.NewReader("ALTER ROLE " + superuser + " PASSWORD '" + pw + "';\n")
-	out, err := cmd.CombinedOutput()
+	out, err := combinedOutput(cmd)
 	if err == nil && (bytes.Contains(out, []byte("ERROR:")) || bytes.Contains(out, []byte("FATAL:"))) {
 		err = errors.New("the statement failed") // single-user mode exits 0 after a failed statement
 	}
@@ -611,6 +611,28 @@ func hbaTrusts(conf []byte) bool {
 
 // tool returns a command for a PostgreSQL program, run as the right user
 // with an environment free of the caller's PG* variables.
+// combinedOutput runs a command that c.tool made and returns its output.
+// The tool's parent-death signal fires when the thread that forked it
+// exits, not the process (as for the server, see start): it runs from a
+// goroutine locked to its thread until the tool has exited. Unlocked, a
+// fork from a thread that the runtime retired meanwhile got SIGKILL: a
+// local CI run saw pg_ctl promote end "signal: killed" with nothing else
+// that sends it one, which this rules out.
+func combinedOutput(cmd *exec.Cmd) ([]byte, error) {
+	type result struct {
+		out []byte
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread goes with the goroutine
+		out, err := cmd.CombinedOutput()
+		done <- result{out, err}
+	}()
+	r := <-done
+	return r.out, r.err
+}
+
 func (c *Cluster) tool(ctx context.Context, name string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, filepath.Join(c.bin, name), args...)
 	cmd.Dir = "/" // a directory the postgres user can always enter
@@ -638,7 +660,7 @@ func (c *Cluster) checkSettings(ctx context.Context) error {
 	if !ok || v == "off" {
 		return nil
 	}
-	out, err := c.tool(ctx, "postgres", "-D", c.dir, "-C", "wal_compression", "-c", "wal_compression="+v).CombinedOutput()
+	out, err := combinedOutput(c.tool(ctx, "postgres", "-D", c.dir, "-C", "wal_compression", "-c", "wal_compression="+v))
 	if err != nil {
 		c.log.Warn("wal_compression not supported by this PostgreSQL, using off", "wanted", v,
 			"detail", strings.TrimSpace(string(lastLines(out, 2))))

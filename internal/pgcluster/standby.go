@@ -46,7 +46,7 @@ func StartStandby(ctx context.Context, primary *Cluster, opts Options) (*Cluster
 	// is as private as its copy of the password file.
 	cmd.Env = append(cmd.Env, "PGPASSWORD="+primary.password)
 	start := time.Now()
-	if out, err := cmd.CombinedOutput(); err != nil {
+	if out, err := combinedOutput(cmd); err != nil {
 		return nil, fmt.Errorf("pgcluster: pg_basebackup from port %d: %w\n%s", primary.port, err, lastLines(out, 20))
 	}
 	// The primary's server log came along with the copy; the standby
@@ -68,7 +68,7 @@ func StartStandby(ctx context.Context, primary *Cluster, opts Options) (*Cluster
 // Promote ends recovery on a standby (pg_ctl promote) and waits until it
 // accepts writes as a primary of its own.
 func (c *Cluster) Promote(ctx context.Context) error {
-	out, err := c.tool(ctx, "pg_ctl", "promote", "-D", c.dir, "-w", "-t", "60").CombinedOutput()
+	out, err := combinedOutput(c.tool(ctx, "pg_ctl", "promote", "-D", c.dir, "-w", "-t", "60"))
 	if err != nil {
 		return fmt.Errorf("pgcluster: pg_ctl promote %s: %w\n%s", c.dir, err, lastLines(out, 20))
 	}
