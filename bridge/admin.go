@@ -108,22 +108,34 @@ func (b *Bridge) handleConfigure(t *tenant, req micro.Request) {
 }
 
 func (b *Bridge) handleInfo(t *tenant, req micro.Request) {
-	serveAdmin(b, t, req, protocol.VerbInfo, decodeEmpty, func(ctx context.Context, queue domain.QueueRef, _ struct{}) ([]byte, error) {
-		info, err := b.st.Info(ctx, queue)
+	serveAdmin(b, t, req, protocol.VerbInfo, wire.DecodeInfo, func(ctx context.Context, queue domain.QueueRef, at domain.InfoParams) ([]byte, error) {
+		at.Queue = queue
+		info, err := b.st.Info(ctx, at)
 		if err != nil {
 			return nil, err
 		}
-		return wire.InfoReply(info), nil
+		data, n := wire.InfoReply(info, at, int(b.nc.MaxPayload()))
+		if n == 0 && len(info.Partitions)+len(info.Groups) > 0 {
+			return nil, protocol.Errorf(protocol.CodeTooLarge,
+				"info of queue %q: not one name fits in a reply under the NATS server's max_payload of %d bytes", queue.Name, b.nc.MaxPayload())
+		}
+		return data, nil
 	})
 }
 
 func (b *Bridge) handleList(t *tenant, req micro.Request) {
-	serveAdmin(b, t, req, protocol.VerbList, decodeEmpty, func(ctx context.Context, _ domain.QueueRef, _ struct{}) ([]byte, error) {
-		queues, err := b.st.List(ctx, t.name)
+	serveAdmin(b, t, req, protocol.VerbList, wire.DecodeList, func(ctx context.Context, _ domain.QueueRef, at domain.ListParams) ([]byte, error) {
+		at.Tenant = t.name
+		list, err := b.st.List(ctx, at)
 		if err != nil {
 			return nil, err
 		}
-		return wire.ListReply(queues), nil
+		data, n := wire.ListReply(list, int(b.nc.MaxPayload()))
+		if n == 0 && len(list.Queues) > 0 {
+			return nil, protocol.Errorf(protocol.CodeTooLarge,
+				"list: not one queue fits in a reply under the NATS server's max_payload of %d bytes", b.nc.MaxPayload())
+		}
+		return data, nil
 	})
 }
 

@@ -158,8 +158,11 @@ type queueInfo struct {
 	Messages    int64            `json:"messages"`
 	Bytes       int64            `json:"bytes"`
 	DeadLetters int64            `json:"dead_letters"`
+	PartCount   int64            `json:"partition_count"`
+	GroupCount  int64            `json:"group_count"`
 	Partitions  []map[string]any `json:"partitions"`
 	Groups      []map[string]any `json:"groups"`
+	Next        string           `json:"next"`
 }
 
 func info(t testing.TB, nc *nats.Conn, queue string) queueInfo {
@@ -400,6 +403,7 @@ func TestConfigureInfoListDelete(t *testing.T) {
 			Groups     int64  `json:"groups"`
 			Pending    int64  `json:"pending"`
 		} `json:"queues"`
+		Next string `json:"next"`
 	}
 	call(t, nc, "comb.list", ``, &list)
 	var names []string
@@ -779,7 +783,7 @@ func TestStopUnderLoad(t *testing.T) {
 	close(stop)
 	wg.Wait()
 
-	qi, err := env.Store.Info(t.Context(), domain.Global("load"))
+	qi, err := env.Store.Info(t.Context(), domain.InfoParams{Queue: domain.Global("load"), Limit: 1000})
 	require.NoError(t, err)
 	require.Equal(t, stored.Load(), qi.Messages, "every push answered stored is stored, and no other")
 	t.Logf("stored %d messages, %d pushes refused while stopping", stored.Load(), refused.Load())

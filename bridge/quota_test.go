@@ -44,7 +44,7 @@ func startQuota(t *testing.T, q bridge.Quota) *combtest.Env {
 
 func retained(t *testing.T, env *combtest.Env, queue string) domain.Info {
 	t.Helper()
-	info, err := env.Store.Info(t.Context(), domain.Global(queue))
+	info, err := env.Store.Info(t.Context(), domain.InfoParams{Queue: domain.Global(queue), Limit: 1000})
 	require.NoError(t, err)
 	return info
 }
@@ -88,9 +88,9 @@ func TestQuotaMaxQueuesConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 	require.Equal(t, map[string]int{"": 5, "429": 15}, codes)
-	l, err := env.Store.List(t.Context(), "")
+	l, err := env.Store.List(t.Context(), domain.ListParams{Tenant: "", Limit: 1000})
 	require.NoError(t, err)
-	require.Len(t, l, 5)
+	require.Len(t, l.Queues, 5)
 }
 
 func TestQuotaMaxBytes(t *testing.T) {

@@ -153,12 +153,12 @@ func TestTenantsAreIsolated(t *testing.T) {
 	// The store holds the two tenants' queues apart, and none for the
 	// global tenant, which no user of this configuration reaches.
 	for _, tenant := range []string{"A", "B"} {
-		_, err := env.Store.Info(ctx, domain.QueueRef{Tenant: tenant, Name: "orders"})
+		_, err := env.Store.Info(ctx, domain.InfoParams{Queue: domain.QueueRef{Tenant: tenant, Name: "orders"}, Limit: 1000})
 		require.NoError(t, err)
 	}
-	l, err := env.Store.List(ctx, "")
+	l, err := env.Store.List(ctx, domain.ListParams{Tenant: "", Limit: 1000})
 	require.NoError(t, err)
-	require.Empty(t, l)
+	require.Empty(t, l.Queues)
 
 	// Deleting A's queue leaves B's.
 	require.NoError(t, tenants["A"].Delete(ctx, "orders"))

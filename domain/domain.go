@@ -440,8 +440,45 @@ type Info struct {
 	Messages    int64 // retained
 	Bytes       int64 // retained payload bytes
 	DeadLetters int64
-	Partitions  []PartitionInfo
-	Groups      []GroupInfo
+	// PartitionCount and GroupCount count the whole queue's.
+	PartitionCount int64
+	GroupCount     int64
+	// Partitions and Groups are one page of each, by name, as InfoParams
+	// chose; MorePartitions and MoreGroups say that names follow it.
+	Partitions     []PartitionInfo
+	Groups         []GroupInfo
+	MorePartitions bool
+	MoreGroups     bool
+}
+
+// PageAt is where a listing by name resumes: after the name After, or,
+// when Done, nowhere, as the listing ended on an earlier page.
+type PageAt struct {
+	After string
+	Done  bool
+}
+
+// InfoParams selects a page of a queue's info: up to Limit partitions and
+// up to Limit groups, each list resuming where the previous page left it.
+type InfoParams struct {
+	Queue      QueueRef
+	Limit      int // at least 1
+	Partitions PageAt
+	Groups     PageAt
+}
+
+// ListParams selects a page of a tenant's queues, by name.
+type ListParams struct {
+	Tenant string
+	Limit  int    // at least 1
+	After  string // list the queues named after this; empty from the first
+}
+
+// QueueList is one page of a tenant's queues; More says that others
+// follow it.
+type QueueList struct {
+	Queues []QueueSummary
+	More   bool
 }
 
 // PartitionInfo is one partition's figures.

@@ -16,6 +16,12 @@ const (
 	DefaultDLQLimit = 100
 	// DefaultPeekLimit is a peek's page size when it names none.
 	DefaultPeekLimit = 100
+	// DefaultInfoLimit is how many partitions, and how many groups, an
+	// info page holds when it names no limit.
+	DefaultInfoLimit = 1000
+	// DefaultListLimit is how many queues a list page holds when it names
+	// no limit.
+	DefaultListLimit = 1000
 )
 
 // Request bounds. Each keeps one request's cost (memory, rows touched, time
@@ -45,6 +51,14 @@ const (
 	MaxDLQLimit = 1000
 	// MaxPeekLimit bounds a peek's page size.
 	MaxPeekLimit = 1000
+	// MaxInfoLimit and MaxListLimit bound the page sizes of info and list.
+	// A page also holds no more than fits under the connection's
+	// max_payload, whatever its limit.
+	MaxInfoLimit = 10000
+	MaxListLimit = 10000
+	// MaxCursorBytes is the longest after a paged request may carry: every
+	// cursor Comb hands out is shorter.
+	MaxCursorBytes = 1024
 	// MaxAckErrorBytes bounds an ack's error text, kept with a dead letter.
 	MaxAckErrorBytes = 1024
 )

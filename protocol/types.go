@@ -237,17 +237,30 @@ type ConfigPatch struct {
 	MaxMessageBytes     *int64 `json:"max_message_bytes,omitempty"`
 }
 
+// InfoRequest is the body of <prefix>.info.<queue>, all optional: a page
+// of up to Limit partitions and Limit groups (each list by name), after the
+// Next of the previous page. Empty (or {}) is the first page.
+type InfoRequest struct {
+	Limit *int   `json:"limit,omitempty"` // 1..MaxInfoLimit; default DefaultInfoLimit
+	After string `json:"after,omitempty"` // the Next of the previous page
+}
+
 // Info is the reply of <prefix>.info.<queue>: a queue's settings and live
-// figures.
+// figures, with one page of its partitions and of its groups. The figures
+// (Messages, Bytes, DeadLetters and the counts) cover the whole queue on
+// every page.
 type Info struct {
-	Name        string          `json:"name"`
-	Config      QueueConfig     `json:"config"`
-	CreatedAt   time.Time       `json:"created_at"`
-	Messages    int64           `json:"messages"`     // retained messages
-	Bytes       int64           `json:"bytes"`        // retained payload bytes
-	DeadLetters int64           `json:"dead_letters"` // dead letters kept
-	Partitions  []PartitionInfo `json:"partitions"`
-	Groups      []GroupInfo     `json:"groups"`
+	Name           string          `json:"name"`
+	Config         QueueConfig     `json:"config"`
+	CreatedAt      time.Time       `json:"created_at"`
+	Messages       int64           `json:"messages"`        // retained messages
+	Bytes          int64           `json:"bytes"`           // retained payload bytes
+	DeadLetters    int64           `json:"dead_letters"`    // dead letters kept
+	PartitionCount int64           `json:"partition_count"` // partitions of the queue, on every page
+	GroupCount     int64           `json:"group_count"`     // groups of the queue, on every page
+	Partitions     []PartitionInfo `json:"partitions"`
+	Groups         []GroupInfo     `json:"groups"`
+	Next           string          `json:"next"` // cursor of the next page; empty after the last
 }
 
 // PartitionInfo is one partition's figures.
@@ -264,9 +277,18 @@ type GroupInfo struct {
 	Leased  int64  `json:"leased"`  // partitions the group holds a lease on
 }
 
-// ListReply is the reply of <prefix>.list.
+// ListRequest is the body of <prefix>.list, all optional: a page of up to
+// Limit queues by name, after the Next of the previous page. Empty (or {})
+// is the first page.
+type ListRequest struct {
+	Limit *int   `json:"limit,omitempty"` // 1..MaxListLimit; default DefaultListLimit
+	After string `json:"after,omitempty"` // the Next of the previous page
+}
+
+// ListReply is the reply of <prefix>.list: one page of queues, by name.
 type ListReply struct {
 	Queues []QueueSummary `json:"queues"`
+	Next   string         `json:"next"` // cursor of the next page; empty after the last
 }
 
 // QueueSummary is one queue's line in a list.

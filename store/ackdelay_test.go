@@ -138,7 +138,7 @@ func TestFailedAckHoldsThePartition(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, groups, 1)
 	require.Equal(t, int64(1), groups[0].Leased, "only other's lease")
-	info, err := st.Info(ctx, q)
+	info, err := st.Info(ctx, domain.InfoParams{Queue: q, Limit: 1000})
 	require.NoError(t, err)
 	require.Equal(t, int64(1), info.Groups[0].Leased)
 	figs, err := st.GroupFigures(ctx, store.GroupFiguresParams{})

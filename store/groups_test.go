@@ -130,7 +130,7 @@ func TestDeleteGroupLetsRetentionPass(t *testing.T) {
 	s, err = st.Sweep(ctx)
 	require.NoError(t, err)
 	require.Equal(t, int64(3), s.Messages)
-	info, err := st.Info(ctx, q)
+	info, err := st.Info(ctx, domain.InfoParams{Queue: q, Limit: 1000})
 	require.NoError(t, err)
 	require.Zero(t, info.Messages)
 }

@@ -220,7 +220,7 @@ func TestRetentionWaitsForTheSlowestGroup(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, s.Segments)
 
-	info, err := st.Info(ctx, domain.Global("q"))
+	info, err := st.Info(ctx, domain.InfoParams{Queue: domain.Global("q"), Limit: 1000})
 	require.NoError(t, err)
 	require.Equal(t, int64(3), info.Messages)
 	require.Equal(t, int64(3), info.Partitions[0].LowOffset)

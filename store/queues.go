@@ -241,63 +241,78 @@ func (s *Store) Configure(ctx context.Context, ref domain.QueueRef, patch domain
 	return out.Config, nil
 }
 
-// Info returns a queue's settings and figures, or domain.ErrNotFound.
-func (s *Store) Info(ctx context.Context, ref domain.QueueRef) (domain.Info, error) {
-	q, err := s.loadQueue(ctx, s.pool, ref)
+// Info returns a queue's settings and figures with one page of its
+// partitions and one of its groups, or domain.ErrNotFound. The figures
+// cover the whole queue; the pages are read in the same snapshot.
+func (s *Store) Info(ctx context.Context, params domain.InfoParams) (domain.Info, error) {
+	q, err := s.loadQueue(ctx, s.pool, params.Queue)
 	if err != nil {
 		return domain.Info{}, err
 	}
 	s.cacheQueue(q)
 	info := domain.Info{Name: q.Name, Config: q.Config, CreatedAt: q.CreatedAt, Partitions: []domain.PartitionInfo{}, Groups: []domain.GroupInfo{}}
-	rows, err := s.pool.Query(ctx, `
-		SELECT name, next_offset, low_offset, retained_bytes FROM comb_partitions
-		WHERE queue_id = $1 ORDER BY name`, q.ID)
-	if err != nil {
-		return domain.Info{}, fmt.Errorf("info: %w", classify(err))
-	}
-	for rows.Next() {
-		var p domain.PartitionInfo
-		var b int64
-		if err := rows.Scan(&p.Name, &p.NextOffset, &p.LowOffset, &b); err != nil {
-			return domain.Info{}, fmt.Errorf("info: %w", err)
+	// One more row than the page says whether another page follows.
+	limit := params.Limit + 1
+	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		err := tx.QueryRow(ctx, `
+			SELECT count(*), coalesce(sum(next_offset - low_offset), 0)::bigint, coalesce(sum(retained_bytes), 0)::bigint,
+			       (SELECT count(*) FROM comb_groups WHERE queue_id = $1),
+			       (SELECT count(*) FROM comb_dead_letters WHERE queue_id = $1)
+			FROM comb_partitions WHERE queue_id = $1`, q.ID).
+			Scan(&info.PartitionCount, &info.Messages, &info.Bytes, &info.GroupCount, &info.DeadLetters)
+		if err != nil {
+			return err
 		}
-		info.Messages += p.NextOffset - p.LowOffset
-		info.Bytes += b
-		info.Partitions = append(info.Partitions, p)
-	}
-	if err := rows.Err(); err != nil {
-		return domain.Info{}, fmt.Errorf("info: %w", classify(err))
-	}
-	rows, err = s.pool.Query(ctx, `
-		SELECT g.name,
-		       coalesce(sum(p.next_offset - greatest(c.committed, p.low_offset)), 0)::bigint,
-		       count(*) FILTER (WHERE `+liveLease+`)
-		FROM comb_groups g
-		LEFT JOIN comb_cursors c ON c.queue_id = g.queue_id AND c.group_name = g.name
-		LEFT JOIN comb_partitions p ON p.id = c.partition_id
-		WHERE g.queue_id = $1
-		GROUP BY g.name ORDER BY g.name`, q.ID)
-	if err != nil {
-		return domain.Info{}, fmt.Errorf("info: %w", classify(err))
-	}
-	for rows.Next() {
-		var g domain.GroupInfo
-		if err := rows.Scan(&g.Name, &g.Pending, &g.Leased); err != nil {
-			return domain.Info{}, fmt.Errorf("info: %w", err)
+		if !params.Partitions.Done {
+			rows, err := tx.Query(ctx, `
+				SELECT name, next_offset, low_offset FROM comb_partitions
+				WHERE queue_id = $1 AND name > $2 ORDER BY name LIMIT $3`, q.ID, params.Partitions.After, limit)
+			if err != nil {
+				return err
+			}
+			info.Partitions, err = pgx.AppendRows(info.Partitions, rows, func(r pgx.CollectableRow) (domain.PartitionInfo, error) {
+				var p domain.PartitionInfo
+				err := r.Scan(&p.Name, &p.NextOffset, &p.LowOffset)
+				return p, err
+			})
+			if err != nil {
+				return err
+			}
+			info.Partitions, info.MorePartitions = trimPage(info.Partitions, params.Limit)
 		}
-		info.Groups = append(info.Groups, g)
-	}
-	if err := rows.Err(); err != nil {
-		return domain.Info{}, fmt.Errorf("info: %w", classify(err))
-	}
-	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM comb_dead_letters WHERE queue_id = $1`, q.ID).Scan(&info.DeadLetters); err != nil {
+		if !params.Groups.Done {
+			rows, err := tx.Query(ctx, `
+				SELECT g.name,
+				       coalesce(sum(p.next_offset - greatest(c.committed, p.low_offset)), 0)::bigint,
+				       count(*) FILTER (WHERE `+liveLease+`)
+				FROM (SELECT queue_id, name FROM comb_groups
+				      WHERE queue_id = $1 AND name > $2 ORDER BY name LIMIT $3) g
+				LEFT JOIN comb_cursors c ON c.queue_id = g.queue_id AND c.group_name = g.name
+				LEFT JOIN comb_partitions p ON p.id = c.partition_id
+				GROUP BY g.name ORDER BY g.name`, q.ID, params.Groups.After, limit)
+			if err != nil {
+				return err
+			}
+			info.Groups, err = pgx.AppendRows(info.Groups, rows, func(r pgx.CollectableRow) (domain.GroupInfo, error) {
+				var g domain.GroupInfo
+				err := r.Scan(&g.Name, &g.Pending, &g.Leased)
+				return g, err
+			})
+			if err != nil {
+				return err
+			}
+			info.Groups, info.MoreGroups = trimPage(info.Groups, params.Limit)
+		}
+		return nil
+	})
+	if err != nil {
 		return domain.Info{}, fmt.Errorf("info: %w", classify(err))
 	}
 	return info, nil
 }
 
-// List returns every queue of a tenant, ordered by name.
-func (s *Store) List(ctx context.Context, tenant string) ([]domain.QueueSummary, error) {
+// List returns one page of a tenant's queues, ordered by name.
+func (s *Store) List(ctx context.Context, params domain.ListParams) (domain.QueueList, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT q.name,
 		       (SELECT count(*) FROM comb_partitions p WHERE p.queue_id = q.id),
@@ -308,22 +323,31 @@ func (s *Store) List(ctx context.Context, tenant string) ([]domain.QueueSummary,
 		            SELECT sum(p.next_offset - greatest(c.committed, p.low_offset)) AS pending
 		            FROM comb_cursors c JOIN comb_partitions p ON p.id = c.partition_id
 		            WHERE c.queue_id = q.id GROUP BY c.group_name) g)
-		FROM comb_queues q WHERE q.tenant = $1 ORDER BY q.name`, tenant)
+		FROM (SELECT id, name FROM comb_queues WHERE tenant = $1 AND name > $2 ORDER BY name LIMIT $3) q
+		ORDER BY q.name`, params.Tenant, params.After, params.Limit+1)
 	if err != nil {
-		return nil, fmt.Errorf("list: %w", classify(err))
+		return domain.QueueList{}, fmt.Errorf("list: %w", classify(err))
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (domain.QueueSummary, error) {
+	out := domain.QueueList{Queues: []domain.QueueSummary{}}
+	out.Queues, err = pgx.AppendRows(out.Queues, rows, func(r pgx.CollectableRow) (domain.QueueSummary, error) {
 		var q domain.QueueSummary
 		err := r.Scan(&q.Name, &q.Partitions, &q.Messages, &q.Bytes, &q.Groups, &q.Pending)
 		return q, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list: %w", classify(err))
+		return domain.QueueList{}, fmt.Errorf("list: %w", classify(err))
 	}
-	if out == nil {
-		out = []domain.QueueSummary{}
-	}
+	out.Queues, out.More = trimPage(out.Queues, params.Limit)
 	return out, nil
+}
+
+// trimPage cuts rows read with LIMIT limit+1 to a page of limit, and says
+// whether the row beyond it was there: another page follows.
+func trimPage[T any](rows []T, limit int) ([]T, bool) {
+	if len(rows) > limit {
+		return rows[:limit], true
+	}
+	return rows, false
 }
 
 // Delete removes a queue and all its data, or returns domain.ErrNotFound.

@@ -224,7 +224,7 @@ func TestSlotMovedBeforeReuse(t *testing.T) {
 	page, err := st.Peek(ctx, domain.PeekParams{Queue: domain.Global("q"), Partition: "b", From: 0, Limit: 10})
 	require.NoError(t, err)
 	require.Equal(t, []string{"0", "1", "2"}, datas(page.Messages))
-	info, err := st.Info(ctx, domain.Global("q"))
+	info, err := st.Info(ctx, domain.InfoParams{Queue: domain.Global("q"), Limit: 1000})
 	require.NoError(t, err)
 	require.Equal(t, int64(8), info.Messages)
 }
@@ -337,7 +337,7 @@ func TestColdSegmentsDeleted(t *testing.T) {
 	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT count(*) FILTER (WHERE slot = -1), count(*) FILTER (WHERE slot >= 0) FROM comb_segments`).Scan(&cold, &hot))
 	require.Zero(t, cold, "deleted")
 	require.Equal(t, 1, hot, "retired, left for the slot's truncate")
-	info, err := st.Info(ctx, domain.Global("q"))
+	info, err := st.Info(ctx, domain.InfoParams{Queue: domain.Global("q"), Limit: 1000})
 	require.NoError(t, err)
 	require.Zero(t, info.Messages)
 	require.Equal(t, int64(5), info.Partitions[0].LowOffset)

@@ -483,15 +483,75 @@ func TestConfigureMergesAndValidates(t *testing.T) {
 	_, err = st.Configure(ctx, domain.Global("q"), domain.ConfigPatch{LeaseMS: &short})
 	require.ErrorIs(t, err, domain.ErrInvalid)
 	require.EqualError(t, err, "lease_ms: 50 is out of range 100..86400000")
-	info, err := st.Info(ctx, domain.Global("q"))
+	info, err := st.Info(ctx, domain.InfoParams{Queue: domain.Global("q"), Limit: 1000})
 	require.NoError(t, err)
 	require.Equal(t, want, info.Config, "a refused configure changed nothing")
 
 	// A queue created by a push gets the same defaults.
 	pushN(t, st, "pushed", "p", 0, 1)
-	info, err = st.Info(ctx, domain.Global("pushed"))
+	info, err = st.Info(ctx, domain.InfoParams{Queue: domain.Global("pushed"), Limit: 1000})
 	require.NoError(t, err)
 	require.Equal(t, domain.DefaultQueueConfig(), info.Config)
+}
+
+// Info reads a page of each list after its own position, with the whole
+// queue's figures; List a page of queues after a name.
+func TestInfoListPages(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx := ctxT(t)
+	for _, p := range []string{"p1", "p2", "p3", "p4", "p5"} {
+		pushN(t, st, "q", p, 0, 1)
+	}
+	for _, g := range []string{"g1", "g2", "g3"} {
+		_, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Group: g, Partition: "p1", Max: 1})
+		require.NoError(t, err)
+	}
+	names := func(info domain.Info) (ps, gs []string) {
+		for _, p := range info.Partitions {
+			ps = append(ps, p.Name)
+		}
+		for _, g := range info.Groups {
+			gs = append(gs, g.Name)
+		}
+		return ps, gs
+	}
+	for _, c := range []struct {
+		at                 domain.InfoParams
+		partitions, groups []string
+		morePs, moreGs     bool
+	}{
+		{domain.InfoParams{Limit: 2}, []string{"p1", "p2"}, []string{"g1", "g2"}, true, true},
+		{domain.InfoParams{Limit: 2, Partitions: domain.PageAt{After: "p2"}, Groups: domain.PageAt{After: "g2"}}, []string{"p3", "p4"}, []string{"g3"}, true, false},
+		{domain.InfoParams{Limit: 2, Partitions: domain.PageAt{After: "p4"}, Groups: domain.PageAt{Done: true}}, []string{"p5"}, nil, false, false},
+		{domain.InfoParams{Limit: 3, Partitions: domain.PageAt{Done: true}, Groups: domain.PageAt{After: "g1"}}, nil, []string{"g2", "g3"}, false, false},
+		{domain.InfoParams{Limit: 5}, []string{"p1", "p2", "p3", "p4", "p5"}, []string{"g1", "g2", "g3"}, false, false},
+	} {
+		c.at.Queue = domain.Global("q")
+		info, err := st.Info(ctx, c.at)
+		require.NoError(t, err)
+		ps, gs := names(info)
+		require.Equal(t, c.partitions, ps, "%+v", c.at)
+		require.Equal(t, c.groups, gs, "%+v", c.at)
+		require.Equal(t, c.morePs, info.MorePartitions, "%+v", c.at)
+		require.Equal(t, c.moreGs, info.MoreGroups, "%+v", c.at)
+		require.Equal(t, int64(5), info.Messages, "the whole queue's, on every page")
+		require.Equal(t, int64(5), info.PartitionCount)
+		require.Equal(t, int64(3), info.GroupCount)
+	}
+
+	for _, q := range []string{"r", "s"} {
+		pushN(t, st, q, "p", 0, 1)
+	}
+	list, err := st.List(ctx, domain.ListParams{Limit: 2})
+	require.NoError(t, err)
+	require.True(t, list.More)
+	require.Equal(t, []string{"q", "r"}, []string{list.Queues[0].Name, list.Queues[1].Name})
+	list, err = st.List(ctx, domain.ListParams{Limit: 2, After: "r"})
+	require.NoError(t, err)
+	require.False(t, list.More)
+	require.Len(t, list.Queues, 1)
+	require.Equal(t, "s", list.Queues[0].Name)
 }
 
 func TestInfoListDelete(t *testing.T) {
@@ -505,14 +565,16 @@ func TestInfoListDelete(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ack(t, st, "b", "g", domain.Ack{Partition: "p1", Offset: 1, Lease: ms[0].Lease})[0].OK)
 
-	info, err := st.Info(ctx, domain.Global("b"))
+	info, err := st.Info(ctx, domain.InfoParams{Queue: domain.Global("b"), Limit: 1000})
 	require.NoError(t, err)
 	require.Equal(t, int64(5), info.Messages)
 	require.Equal(t, int64(5), info.Bytes)
 	require.Len(t, info.Partitions, 2)
 	require.Equal(t, []domain.GroupInfo{{Name: "g", Pending: 3, Leased: 0}}, info.Groups)
 
-	list, err := st.List(ctx, "")
+	page, err := st.List(ctx, domain.ListParams{Tenant: "", Limit: 1000})
+	list := page.Queues
+	require.False(t, page.More)
 	require.NoError(t, err)
 	require.Len(t, list, 2)
 	require.Equal(t, "a", list[0].Name)
@@ -520,7 +582,7 @@ func TestInfoListDelete(t *testing.T) {
 
 	require.NoError(t, st.Delete(ctx, domain.Global("b")))
 	require.ErrorIs(t, st.Delete(ctx, domain.Global("b")), domain.ErrNotFound)
-	_, err = st.Info(ctx, domain.Global("b"))
+	_, err = st.Info(ctx, domain.InfoParams{Queue: domain.Global("b"), Limit: 1000})
 	require.ErrorIs(t, err, domain.ErrNotFound)
 	var segs int
 	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT count(*) FROM comb_segments`).Scan(&segs))
@@ -546,7 +608,7 @@ func TestTooLargeMessage(t *testing.T) {
 	require.Equal(t, []domain.PushResult{{Partition: dp, Offset: 0, Status: domain.Stored}}, outs[0].Results)
 	require.ErrorIs(t, outs[1].Err, domain.ErrTooLarge)
 	require.Nil(t, outs[1].Results)
-	info, err := st.Info(ctx, domain.Global("q"))
+	info, err := st.Info(ctx, domain.InfoParams{Queue: domain.Global("q"), Limit: 1000})
 	require.NoError(t, err)
 	require.Equal(t, int64(1), info.Messages, "the refused request stored nothing")
 }

@@ -28,9 +28,9 @@ func TestTenantsHaveTheirOwnQueues(t *testing.T) {
 		require.NoError(t, outs[0].Err)
 		require.Equal(t, int64(0), outs[0].Results[0].Offset, "each tenant's partition starts at offset 0")
 	}
-	ca, err := st.Info(ctx, a)
+	ca, err := st.Info(ctx, domain.InfoParams{Queue: a, Limit: 1000})
 	require.NoError(t, err)
-	cb, err := st.Info(ctx, b)
+	cb, err := st.Info(ctx, domain.InfoParams{Queue: b, Limit: 1000})
 	require.NoError(t, err)
 	require.Equal(t, int64(1), ca.Config.MaxAttempts)
 	require.Equal(t, domain.DefaultQueueConfig().MaxAttempts, cb.Config.MaxAttempts, "A's configure is not B's")
@@ -61,20 +61,21 @@ func TestTenantsHaveTheirOwnQueues(t *testing.T) {
 	}
 
 	for _, tenant := range []string{"A", "B", ""} {
-		l, err := st.List(ctx, tenant)
+		page, err := st.List(ctx, domain.ListParams{Tenant: tenant, Limit: 1000})
+		l := page.Queues
 		require.NoError(t, err)
 		require.Len(t, l, 1, "tenant %q lists its own queue only", tenant)
 		require.Equal(t, "orders", l[0].Name)
 	}
-	l, err := st.List(ctx, "C")
+	l, err := st.List(ctx, domain.ListParams{Tenant: "C", Limit: 1000})
 	require.NoError(t, err)
-	require.Empty(t, l)
+	require.Empty(t, l.Queues)
 
 	require.NoError(t, st.Delete(ctx, a))
-	_, err = st.Info(ctx, a)
+	_, err = st.Info(ctx, domain.InfoParams{Queue: a, Limit: 1000})
 	require.ErrorIs(t, err, domain.ErrNotFound)
 	for _, q := range []domain.QueueRef{b, g} {
-		info, err := st.Info(ctx, q)
+		info, err := st.Info(ctx, domain.InfoParams{Queue: q, Limit: 1000})
 		require.NoError(t, err, "deleting A's queue leaves %s", q)
 		require.Equal(t, int64(1), info.Messages)
 	}

@@ -60,7 +60,7 @@ func TestTotalsAgreeWithInfo(t *testing.T) {
 	require.Equal(t, []domain.QueueRef{empty, g, a}, refs, "ordered by tenant, then name")
 
 	for _, qt := range totals {
-		info, err := st.Info(ctx, qt.Queue)
+		info, err := st.Info(ctx, domain.InfoParams{Queue: qt.Queue, Limit: 1000})
 		require.NoError(t, err)
 		require.Equal(t, info.Messages, qt.Messages, qt.Queue)
 		require.Equal(t, info.Bytes, qt.Bytes, qt.Queue)

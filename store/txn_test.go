@@ -17,7 +17,7 @@ func msg(partition, id, data string) domain.PushMessage {
 // pending returns how many messages of queue group has not completed.
 func pending(t *testing.T, st *store.Store, queue, group string) int64 {
 	t.Helper()
-	info, err := st.Info(ctxT(t), domain.Global(queue))
+	info, err := st.Info(ctxT(t), domain.InfoParams{Queue: domain.Global(queue), Limit: 1000})
 	require.NoError(t, err)
 	for _, g := range info.Groups {
 		if g.Name == group {
@@ -31,7 +31,7 @@ func pending(t *testing.T, st *store.Store, queue, group string) int64 {
 // retained returns how many messages queue holds.
 func retained(t *testing.T, st *store.Store, queue string) int64 {
 	t.Helper()
-	info, err := st.Info(ctxT(t), domain.Global(queue))
+	info, err := st.Info(ctxT(t), domain.InfoParams{Queue: domain.Global(queue), Limit: 1000})
 	require.NoError(t, err)
 	return info.Messages
 }
@@ -187,7 +187,7 @@ func TestTxnRefusedPushAcksNothing(t *testing.T) {
 	})
 	require.ErrorIs(t, err, domain.ErrNotFound)
 	require.EqualError(t, err, `acks[0]: queue "nope": not found`)
-	_, err = st.Info(ctx, domain.Global("fresh"))
+	_, err = st.Info(ctx, domain.InfoParams{Queue: domain.Global("fresh"), Limit: 1000})
 	require.ErrorIs(t, err, domain.ErrNotFound)
 
 	res := ack(t, st, "in", "g", ackIn[0].Ack)

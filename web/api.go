@@ -203,31 +203,58 @@ func queueParam(q url.Values) (domain.QueueRef, error) {
 		return ref, fmt.Errorf("%w: name the queue: ?queue=<name> (and &tenant=<account> for a tenant's)", domain.ErrInvalid)
 	}
 	if err := protocol.ValidateQueue(ref.Name); err != nil {
-		msg := err.Error()
-		if pe, ok := protocol.AsError(err); ok {
-			msg = pe.Message // without its wire code: the HTTP status says it
-		}
-		return ref, fmt.Errorf("%w: %s", domain.ErrInvalid, msg)
+		return ref, fmt.Errorf("%w: %s", domain.ErrInvalid, errorText(err))
 	}
 	return ref, nil
 }
 
-// handleQueue is GET /api/queue?tenant=&queue=: the queue's info, in the
-// shape of the protocol's info reply (protocol.Info).
+// errorText is err's message without a protocol error's wire code: the
+// HTTP status says it.
+func errorText(err error) string {
+	if pe, ok := protocol.AsError(err); ok {
+		return pe.Message
+	}
+	return err.Error()
+}
+
+// maxInfoReply bounds a queue page's bytes, as maxDLQReply a dead-letter
+// page's.
+const maxInfoReply = 1 << 20
+
+// handleQueue is GET /api/queue?tenant=&queue=&after=&limit=: a page of
+// the queue's info, in the shape of the protocol's info reply
+// (protocol.Info), limit partitions and groups at most (100 unless given).
 func (p *Page) handleQueue(w http.ResponseWriter, r *http.Request) {
-	ref, err := queueParam(r.URL.Query())
+	q := r.URL.Query()
+	ref, err := queueParam(q)
 	if err != nil {
 		writeError(w, err)
 		return
+	}
+	params := domain.InfoParams{Queue: ref, Limit: 100}
+	if s := q.Get("after"); s != "" {
+		if params.Partitions, params.Groups, err = wire.DecodeInfoCursor(s); err != nil {
+			writeError(w, fmt.Errorf("%w: %s", domain.ErrInvalid, errorText(err)))
+			return
+		}
+	}
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > protocol.MaxInfoLimit {
+			writeError(w, fmt.Errorf("%w: limit %q: want 1 to %d", domain.ErrInvalid, s, protocol.MaxInfoLimit))
+			return
+		}
+		params.Limit = n
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
-	info, err := p.opts.Store.Info(ctx, ref)
+	info, err := p.opts.Store.Info(ctx, params)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	writeRaw(w, http.StatusOK, wire.InfoReply(info))
+	body, _ := wire.InfoReply(info, params, maxInfoReply)
+	writeRaw(w, http.StatusOK, body)
 }
 
 // maxDLQReply bounds a dead-letter page's bytes: the page lists what fits.

@@ -151,7 +151,7 @@ func TestPageInChromium(t *testing.T) {
 	defer cancel()
 	require.NoError(t, chromedp.Do(tctx, chromedp.Navigate(env.Broker.HTTPURL()+"/#tenant=&queue=orders")))
 
-	info, err := env.Store.Info(ctxT(t), domain.Global("orders"))
+	info, err := env.Store.Info(ctxT(t), domain.InfoParams{Queue: domain.Global("orders"), Limit: 1000})
 	require.NoError(t, err)
 	var pushed int64
 	for _, p := range info.Partitions {

@@ -153,7 +153,7 @@ func seek(t *testing.T, env *combtest.Env, queue, group string) {
 // requireMatchesInfo checks a queue's line against the store's Info.
 func requireMatchesInfo(t *testing.T, env *combtest.Env, q web.Queue) {
 	t.Helper()
-	info, err := env.Store.Info(ctxT(t), domain.QueueRef{Tenant: q.Tenant, Name: q.Name})
+	info, err := env.Store.Info(ctxT(t), domain.InfoParams{Queue: domain.QueueRef{Tenant: q.Tenant, Name: q.Name}, Limit: 1000})
 	require.NoError(t, err)
 	require.Equal(t, info.Messages, q.Messages, "messages of %s", q.Name)
 	require.Equal(t, info.Bytes, q.Bytes, "bytes of %s", q.Name)
@@ -231,12 +231,24 @@ func TestQueueAndDeadLetters(t *testing.T) {
 
 	var info protocol.Info
 	require.Equal(t, http.StatusOK, get(t, base+"/api/queue?queue=orders", &info))
-	want, err := env.Store.Info(ctxT(t), domain.Global("orders"))
+	want, err := env.Store.Info(ctxT(t), domain.InfoParams{Queue: domain.Global("orders"), Limit: 1000})
 	require.NoError(t, err)
 	require.Equal(t, want.Messages, info.Messages)
 	require.Len(t, info.Partitions, 2)
 	require.Equal(t, protocol.PartitionInfo{Name: "eu", NextOffset: 4}, info.Partitions[0])
 	require.Equal(t, []protocol.GroupInfo{{Name: "audit", Pending: 7, Leased: 1}, {Name: "billing", Pending: 4}}, info.Groups)
+	require.Empty(t, info.Next)
+	// A page of one partition and one group, then the rest.
+	var page protocol.Info
+	require.Equal(t, http.StatusOK, get(t, base+"/api/queue?queue=orders&limit=1", &page))
+	require.Equal(t, info.Partitions[:1], page.Partitions)
+	require.Equal(t, info.Groups[:1], page.Groups)
+	require.Equal(t, int64(2), page.PartitionCount)
+	require.NotEmpty(t, page.Next)
+	require.Equal(t, http.StatusOK, get(t, base+"/api/queue?queue=orders&limit=1&after="+url.QueryEscape(page.Next), &page))
+	require.Equal(t, info.Partitions[1:], page.Partitions)
+	require.Equal(t, info.Groups[1:], page.Groups)
+	require.Empty(t, page.Next)
 
 	var dlq protocol.DLQReply
 	require.Equal(t, http.StatusOK, get(t, base+"/api/dlq?queue=orders", &dlq))
@@ -255,6 +267,8 @@ func TestQueueAndDeadLetters(t *testing.T) {
 		"/api/queue?queue=a%2Ab":                http.StatusBadRequest,
 		"/api/queue?queue=nope":                 http.StatusNotFound,
 		"/api/queue?tenant=X&queue=orders":      http.StatusNotFound,
+		"/api/queue?queue=orders&limit=0":       http.StatusBadRequest,
+		"/api/queue?queue=orders&after=forged":  http.StatusBadRequest,
 		"/api/dlq?queue=orders&limit=0":         http.StatusBadRequest,
 		"/api/dlq?queue=orders&limit=many":      http.StatusBadRequest,
 		"/api/dlq?queue=orders&after=nonsense":  http.StatusBadRequest,
@@ -272,7 +286,7 @@ func TestQueueAndDeadLetters(t *testing.T) {
 	res.Body.Close()
 	require.Equal(t, http.StatusForbidden, res.StatusCode)
 	require.Contains(t, string(b), "-http-dlq-replay")
-	after, err := env.Store.Info(ctxT(t), domain.Global("orders"))
+	after, err := env.Store.Info(ctxT(t), domain.InfoParams{Queue: domain.Global("orders"), Limit: 1000})
 	require.NoError(t, err)
 	require.Equal(t, int64(1), after.DeadLetters)
 }
@@ -321,7 +335,7 @@ func TestReplayWhenPermitted(t *testing.T) {
 	code, body := post("application/json", base, good)
 	require.Equal(t, http.StatusOK, code, body)
 	require.JSONEq(t, `{"done":1}`, body)
-	info, err := env.Store.Info(ctxT(t), domain.Global("orders"))
+	info, err := env.Store.Info(ctxT(t), domain.InfoParams{Queue: domain.Global("orders"), Limit: 1000})
 	require.NoError(t, err)
 	require.Zero(t, info.DeadLetters)
 	require.Equal(t, int64(5), info.Partitions[0].NextOffset, "the dead letter is pushed again into eu")

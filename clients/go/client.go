@@ -293,22 +293,66 @@ func (c *Client) Configure(ctx context.Context, queue string, patch ConfigPatch)
 	return cfg, nil
 }
 
-// Info returns a queue's settings and live figures, or ErrNotFound.
+// Info returns a queue's settings and live figures with all its
+// partitions and groups, or ErrNotFound. It reads every page (see
+// InfoPage), one request each, and returns them as one, Next empty.
 func (c *Client) Info(ctx context.Context, queue string) (Info, error) {
+	all := Info{Partitions: []PartitionInfo{}, Groups: []GroupInfo{}}
+	q := PageQuery{Limit: protocol.MaxInfoLimit}
+	for {
+		page, err := c.InfoPage(ctx, queue, q)
+		if err != nil {
+			return Info{}, err
+		}
+		parts, groups := all.Partitions, all.Groups
+		all = page
+		all.Partitions, all.Groups = append(parts, page.Partitions...), append(groups, page.Groups...)
+		if page.Next == "" {
+			return all, nil
+		}
+		q.After = page.Next
+	}
+}
+
+// InfoPage returns one page of a queue's info: its settings and figures
+// (of the whole queue) with up to q.Limit partitions and q.Limit groups,
+// and in Next the cursor of the following page ("" after the last).
+func (c *Client) InfoPage(ctx context.Context, queue string, q PageQuery) (Info, error) {
 	var info Info
-	if err := c.request(ctx, protocol.VerbInfo, queue, nil, nil, 0, &info); err != nil {
+	req := protocol.InfoRequest{Limit: optInt(q.Limit), After: q.After}
+	if err := c.request(ctx, protocol.VerbInfo, queue, req, nil, 0, &info); err != nil {
 		return Info{}, err
 	}
 	return info, nil
 }
 
-// List returns a summary line of every queue, ordered by name.
+// List returns a summary line of every queue, ordered by name. It reads
+// every page (see ListPage), one request each.
 func (c *Client) List(ctx context.Context) ([]QueueSummary, error) {
-	var rep protocol.ListReply
-	if err := c.request(ctx, protocol.VerbList, "", nil, nil, 0, &rep); err != nil {
-		return nil, err
+	all := []QueueSummary{}
+	q := PageQuery{Limit: protocol.MaxListLimit}
+	for {
+		queues, next, err := c.ListPage(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, queues...)
+		if next == "" {
+			return all, nil
+		}
+		q.After = next
 	}
-	return rep.Queues, nil
+}
+
+// ListPage returns up to q.Limit queues, ordered by name, after q.After,
+// and the cursor of the following page ("" after the last).
+func (c *Client) ListPage(ctx context.Context, q PageQuery) ([]QueueSummary, string, error) {
+	var rep protocol.ListReply
+	req := protocol.ListRequest{Limit: optInt(q.Limit), After: q.After}
+	if err := c.request(ctx, protocol.VerbList, "", req, nil, 0, &rep); err != nil {
+		return nil, "", err
+	}
+	return rep.Queues, rep.Next, nil
 }
 
 // Delete removes a queue and all its data, or returns ErrNotFound.

@@ -244,6 +244,14 @@ type GroupInfo = protocol.GroupInfo
 // QueueSummary is one line of Client.List: the wire form.
 type QueueSummary = protocol.QueueSummary
 
+// PageQuery selects a page of Client.InfoPage or Client.ListPage; the
+// zero value is the first page of the service's default size
+// (protocol.DefaultInfoLimit, protocol.DefaultListLimit).
+type PageQuery struct {
+	Limit int    // 0 means the service's default
+	After string // the Next of the previous page
+}
+
 // DeadLetterQuery selects a page of dead letters; the zero value is the
 // first page of up to protocol.DefaultDLQLimit of every group.
 type DeadLetterQuery struct {

@@ -122,6 +122,16 @@ func TestOpsCommands(t *testing.T) {
 		"No consumer group yet.", "lease_ms               30000"} {
 		require.Contains(t, out, s)
 	}
+	// A page of one partition says what it leaves out.
+	r = e.run("info", "orders", "--limit", "1")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "PARTITION  NEXT OFFSET  LOW OFFSET\ndefault    3            0\n\n")
+	require.Equal(t, "showing the first 1 of 2 partitions and 0 of 0 groups: --limit 0 shows them all\n", r.stderr)
+	e.okJSON(&info, "info", "orders", "--limit", "0")
+	require.Len(t, info.Partitions, 2)
+	r = e.run("info", "orders", "--limit", "-1")
+	require.Equal(t, 2, r.code)
+	require.Contains(t, r.stderr, "--limit -1: want 0 (all) or 1 to 10000")
 
 	// pop, then ack with what pop printed.
 	var popped protocol.PopReply

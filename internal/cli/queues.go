@@ -67,13 +67,22 @@ var infoCmd = opsCommand{
 	synopsis: "Show a queue's figures (messages and bytes retained, dead letters), its partitions\n(next offset, oldest retained offset), its consumer groups (messages pending,\npartitions leased) and its settings.",
 	minArgs:  1, maxArgs: 1,
 	setup: func(fs *pflag.FlagSet) func(context.Context, *session, []string) error {
+		var limit int
+		fs.IntVar(&limit, "limit", 100, fmt.Sprintf("show the first partitions and groups, this many of each by name (1 to %d); 0 shows them all", protocol.MaxInfoLimit))
 		return func(ctx context.Context, s *session, args []string) error {
-			info, err := s.info(ctx, args[0])
+			if limit < 0 || limit > protocol.MaxInfoLimit {
+				return exitError{2, fmt.Sprintf("--limit %d: want 0 (all) or 1 to %d", limit, protocol.MaxInfoLimit)}
+			}
+			info, err := s.info(ctx, args[0], limit)
 			if err != nil {
 				return err
 			}
 			if s.json {
 				return s.printJSON(info)
+			}
+			if info.Next != "" {
+				defer s.note("showing the first %d of %s partitions and %d of %s groups: --limit 0 shows them all",
+					len(info.Partitions), num(info.PartitionCount), len(info.Groups), num(info.GroupCount))
 			}
 			fmt.Fprintf(s.env.Stdout, "Queue %s, created %s\n%s messages, %s bytes, %s dead letters\n\n",
 				info.Name, info.CreatedAt.Local().Format(time.DateTime), num(info.Messages), num(info.Bytes), num(info.DeadLetters))
@@ -95,9 +104,15 @@ var infoCmd = opsCommand{
 	},
 }
 
-func (s *session) info(ctx context.Context, queue string) (info comb.Info, err error) {
+// info reads a queue's info with its first limit partitions and groups,
+// or with all of them when limit is 0.
+func (s *session) info(ctx context.Context, queue string, limit int) (info comb.Info, err error) {
 	err = s.call(ctx, queue, func(ctx context.Context, c *comb.Client) (err error) {
-		info, err = c.Info(ctx, queue)
+		if limit == 0 {
+			info, err = c.Info(ctx, queue)
+		} else {
+			info, err = c.InfoPage(ctx, queue, comb.PageQuery{Limit: limit})
+		}
 		return err
 	})
 	return info, err
@@ -910,7 +925,7 @@ var deleteCmd = opsCommand{
 					return exitError{2, fmt.Sprintf("not deleting queue %s: standard input is not a terminal to ask on; pass --force to delete without asking", queue)}
 				}
 				// A queue that does not exist is an error before the question.
-				if _, err := s.info(ctx, queue); err != nil {
+				if _, err := s.info(ctx, queue, 1); err != nil {
 					return err
 				}
 				fmt.Fprintf(s.env.Stderr, "delete queue %s and all its messages? [y/N] ", queue)

@@ -392,24 +392,6 @@ var OKReply = marshal(protocol.OKReply{OK: true})
 // protocol.QueueConfig.
 func ConfigReply(c domain.QueueConfig) []byte { return marshal(protocol.QueueConfig(c)) }
 
-// InfoReply returns an info reply, protocol.Info, with times in UTC and
-// empty lists as [] (never null).
-func InfoReply(info domain.Info) []byte {
-	out := protocol.Info{
-		Name: info.Name, Config: protocol.QueueConfig(info.Config), CreatedAt: info.CreatedAt.UTC(),
-		Messages: info.Messages, Bytes: info.Bytes, DeadLetters: info.DeadLetters,
-		Partitions: make([]protocol.PartitionInfo, len(info.Partitions)),
-		Groups:     make([]protocol.GroupInfo, len(info.Groups)),
-	}
-	for i, p := range info.Partitions {
-		out.Partitions[i] = protocol.PartitionInfo(p)
-	}
-	for i, g := range info.Groups {
-		out.Groups[i] = protocol.GroupInfo(g)
-	}
-	return marshal(out)
-}
-
 // GroupsReply returns a group listing, protocol.GroupsReply, with the
 // oldest pending age in seconds and an empty list as [] (never null).
 func GroupsReply(groups []domain.GroupState) []byte {
@@ -417,16 +399,6 @@ func GroupsReply(groups []domain.GroupState) []byte {
 	for i, g := range groups {
 		out.Groups[i] = protocol.GroupState{Name: g.Name, Pending: g.Pending, Leased: g.Leased, Dead: g.Dead,
 			OldestPendingAgeS: g.OldestPendingAge.Seconds()}
-	}
-	return marshal(out)
-}
-
-// ListReply returns a list reply, protocol.ListReply: one summary per
-// queue.
-func ListReply(queues []domain.QueueSummary) []byte {
-	out := protocol.ListReply{Queues: make([]protocol.QueueSummary, len(queues))}
-	for i, q := range queues {
-		out.Queues[i] = protocol.QueueSummary(q)
 	}
 	return marshal(out)
 }

@@ -176,9 +176,10 @@ func TestReplies(t *testing.T) {
 	require.Len(t, page.DeadLetters, n)
 	require.Equal(t, "d-"+strconv.Itoa(n), page.Next)
 	require.Equal(t, `{"done":3}`, string(DoneReply(3)))
-	require.Equal(t, `{"queues":[]}`, string(ListReply(nil)))
-	info := InfoReply(domain.Info{Name: "q", Config: domain.DefaultQueueConfig()})
-	require.Contains(t, string(info), `"partitions":[],"groups":[]`)
+	list, _ := ListReply(domain.QueueList{}, 0)
+	require.Equal(t, `{"queues":[],"next":""}`, string(list))
+	info, _ := InfoReply(domain.Info{Name: "q", Config: domain.DefaultQueueConfig()}, domain.InfoParams{Limit: 1}, 0)
+	require.Contains(t, string(info), `"partitions":[],"groups":[],"next":""`)
 	require.Contains(t, string(ConfigReply(domain.DefaultQueueConfig())), `"lease_ms":30000`)
 }
 

@@ -318,6 +318,43 @@ func FuzzDecodeDLQ(f *testing.F) {
 	})
 }
 
+func FuzzDecodeInfo(f *testing.F) {
+	for _, s := range wiretest.Bodies[protocol.VerbInfo] {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		p, err := DecodeInfo(body)
+		if err != nil {
+			we, ok := protocol.AsError(err)
+			require.True(t, ok, "%v", err)
+			require.Equal(t, 400, we.Code)
+			return
+		}
+		require.True(t, p.Limit >= 1 && p.Limit <= protocol.MaxInfoLimit)
+		for _, at := range []domain.PageAt{p.Partitions, p.Groups} {
+			require.LessOrEqual(t, len(at.After), protocol.MaxNameBytes)
+			require.False(t, at.Done && at.After != "")
+		}
+	})
+}
+
+func FuzzDecodeList(f *testing.F) {
+	for _, s := range wiretest.Bodies[protocol.VerbList] {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		p, err := DecodeList(body)
+		if err != nil {
+			we, ok := protocol.AsError(err)
+			require.True(t, ok, "%v", err)
+			require.Equal(t, 400, we.Code)
+			return
+		}
+		require.True(t, p.Limit >= 1 && p.Limit <= protocol.MaxListLimit)
+		require.LessOrEqual(t, len(p.After), protocol.MaxQueueBytes)
+	})
+}
+
 func FuzzDecodeSeek(f *testing.F) {
 	for _, s := range wiretest.Bodies[protocol.VerbSeek] {
 		f.Add([]byte(s))

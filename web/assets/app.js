@@ -203,11 +203,20 @@ async function renderDetail() {
         el("td", {}, int(p.next_offset - p.low_offset)))));
     table(document.getElementById("groups"), ["group", "lag (pending)", "leased partitions"], info.groups.map((g) =>
       el("tr", { "data-group": g.name }, el("td", {}, g.name), el("td", {}, int(g.pending)), el("td", {}, int(g.leased)))));
+    // The page shows the first page of each list; the counts say how many there are.
+    shownOf("partitions-note", info.partitions.length, info.partition_count, "partitions");
+    shownOf("groups-note", info.groups.length, info.group_count, "groups");
     renderDLQ(sel, dlq);
   } catch (e) {
     err.hidden = false;
     err.textContent = String(e.message || e);
   }
+}
+
+function shownOf(id, shown, total, what) {
+  const note = document.getElementById(id);
+  note.hidden = shown >= total;
+  note.textContent = "the first " + int(shown) + " of " + int(total) + " " + what + " (by name)";
 }
 
 function renderDLQ(sel, dlq) {

@@ -25,10 +25,12 @@ import {
   type From,
   type Info,
   type Message,
+  type PageQuery,
   type PopOptions,
   type PushResult,
   type PutOptions,
   type QueueConfig,
+  type QueuePage,
   type QueueSummary,
   type RenewResult,
   type SeekOptions,
@@ -44,6 +46,9 @@ export interface ClientOptions {
   /** How long a request waits for its reply, in ms; a pop waits its waitMs on top. Default 10000. */
   timeoutMs?: number;
 }
+
+/** The largest page of info and list (protocol.MaxInfoLimit, MaxListLimit): info() and list() read every page with it. */
+const MaxPageLimit = 10_000;
 
 const utf8 = new TextEncoder();
 const strictUTF8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
@@ -210,9 +215,22 @@ export class Client {
     return queueConfig(await this.call("configure", queue, JSON.stringify(body)));
   }
 
-  /** A queue's settings and live figures; a CombError 404 when it does not exist. */
+  /** A queue's settings and live figures with all its partitions and groups, reading every page (infoPage); a CombError 404 when it does not exist. */
   async info(queue: string): Promise<Info> {
-    const r = await this.call("info", queue, "{}");
+    let page = await this.infoPage(queue, { limit: MaxPageLimit });
+    const partitions = [...page.partitions];
+    const groups = [...page.groups];
+    while (page.next !== "") {
+      page = await this.infoPage(queue, { limit: MaxPageLimit, after: page.next });
+      partitions.push(...page.partitions);
+      groups.push(...page.groups);
+    }
+    return { ...page, partitions, groups };
+  }
+
+  /** One page of a queue's info: the whole queue's figures, up to limit partitions and limit groups, and the cursor of the next page. */
+  async infoPage(queue: string, q: PageQuery = {}): Promise<Info> {
+    const r = await this.call("info", queue, pageBody(q));
     return {
       name: str(r.name),
       config: queueConfig(r.config as Obj),
@@ -220,6 +238,8 @@ export class Client {
       messages: num(r.messages),
       bytes: num(r.bytes),
       deadLetters: num(r.dead_letters),
+      partitionCount: num(r.partition_count),
+      groupCount: num(r.group_count),
       partitions: list(r, "partitions", `info ${queue}`).map((p) => ({
         name: str(p.name),
         nextOffset: num(p.next_offset),
@@ -230,19 +250,36 @@ export class Client {
         pending: num(g.pending),
         leased: num(g.leased),
       })),
+      next: typeof r.next === "string" ? r.next : "",
     };
   }
 
-  /** One summary per queue, by name. */
+  /** One summary per queue, by name, reading every page (listPage). */
   async list(): Promise<QueueSummary[]> {
-    return list(await this.call("list", "", "{}"), "queues", "list").map((q) => ({
-      name: str(q.name),
-      partitions: num(q.partitions),
-      messages: num(q.messages),
-      bytes: num(q.bytes),
-      groups: num(q.groups),
-      pending: num(q.pending),
-    }));
+    const out: QueueSummary[] = [];
+    let after = "";
+    do {
+      const page = await this.listPage({ limit: MaxPageLimit, after });
+      out.push(...page.queues);
+      after = page.next;
+    } while (after !== "");
+    return out;
+  }
+
+  /** Up to limit queues by name after the cursor, and the cursor of the next page. */
+  async listPage(q: PageQuery = {}): Promise<QueuePage> {
+    const r = await this.call("list", "", pageBody(q));
+    return {
+      queues: list(r, "queues", "list").map((q) => ({
+        name: str(q.name),
+        partitions: num(q.partitions),
+        messages: num(q.messages),
+        bytes: num(q.bytes),
+        groups: num(q.groups),
+        pending: num(q.pending),
+      })),
+      next: typeof r.next === "string" ? r.next : "",
+    };
   }
 
   /** Deletes a queue with all its messages, groups and dead letters; a CombError 404 when it does not exist. */
@@ -478,6 +515,13 @@ function list(r: Obj | { [k: string]: Value }, key: string, op: string): Obj[] {
   if (v === undefined || v === null) return [];
   if (!Array.isArray(v)) throw new Error(`comb: ${op}: decode reply: ${key} is not an array`);
   return v as Obj[];
+}
+
+function pageBody(q: PageQuery): string {
+  const body: Obj = {};
+  if (q.limit) body.limit = q.limit;
+  if (q.after) body.after = q.after;
+  return JSON.stringify(body);
 }
 
 function str(v: unknown): string {

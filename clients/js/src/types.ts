@@ -217,8 +217,28 @@ export interface Info {
   bytes: number;
   /** Dead letters kept. */
   deadLetters: number;
+  /** The whole queue's partitions and groups, on every page. */
+  partitionCount: number;
+  groupCount: number;
   partitions: PartitionInfo[];
   groups: GroupInfo[];
+  /** Cursor of the next page (infoPage); "" after the last. */
+  next: string;
+}
+
+/** Selects a page of infoPage or listPage; all optional. */
+export interface PageQuery {
+  /** Default the service's (1000). */
+  limit?: number;
+  /** The next of the previous page. */
+  after?: string;
+}
+
+/** One page of listPage. */
+export interface QueuePage {
+  queues: QueueSummary[];
+  /** Cursor of the next page; "" after the last. */
+  next: string;
 }
 
 /** One queue's line in list. */

@@ -228,6 +228,25 @@ describe("verbs", () => {
     ]);
     assert.deepEqual(info.groups, []);
     assert.ok(info.createdAt instanceof Date);
+    assert.equal(info.partitionCount, 2);
+    assert.equal(info.next, "");
+
+    // One partition a page: the first page says where the second starts.
+    const first = await comb.infoPage(q, { limit: 1 });
+    assert.deepEqual(first.partitions.map((p) => p.name), ["a"]);
+    assert.equal(first.partitionCount, 2);
+    assert.notEqual(first.next, "");
+    const second = await comb.infoPage(q, { limit: 1, after: first.next });
+    assert.deepEqual(second.partitions.map((p) => p.name), ["b"]);
+    assert.equal(second.messages, 2, "every page carries the whole queue's figures");
+    const onePerPage = [];
+    for (let page = await comb.listPage({ limit: 1 }); ; page = await comb.listPage({ limit: 1, after: page.next })) {
+      assert.ok(page.queues.length <= 1);
+      onePerPage.push(...page.queues.map((s) => s.name));
+      if (page.next === "") break;
+    }
+    assert.deepEqual(onePerPage, (await comb.list()).map((s) => s.name), "list reads every page");
+    assert.ok(onePerPage.includes(q));
 
     const line = (await comb.list()).find((s) => s.name === q);
     assert.deepEqual(line, { name: q, partitions: 2, messages: 2, bytes: 5, groups: 0, pending: 0 });

@@ -132,6 +132,21 @@ async def test_seek_list_delete(client, queue):
     assert listed[queue].partitions == 2 and listed[queue].messages == 2
     info = await client.info(queue)
     assert sorted((p.name, p.next_offset) for p in info.partitions) == [("eu", 1), ("us", 1)]
+    assert info.partition_count == 2 and info.next == ""
+
+    # One partition a page: the first page says where the second starts.
+    first = await client.info_page(queue, limit=1)
+    assert [p.name for p in first.partitions] == ["eu"] and first.next
+    second = await client.info_page(queue, limit=1, after=first.next)
+    assert [p.name for p in second.partitions] == ["us"] and second.messages == 2
+    names, after = [], ""
+    while True:
+        page, after = await client.list_page(limit=1, after=after)
+        assert len(page) <= 1
+        names += [q.name for q in page]
+        if not after:
+            break
+    assert names == [q.name for q in await client.list()] and queue in names
     await client.delete(queue)
     assert queue not in {q.name for q in await client.list()}
     with pytest.raises(comb.NotFound):

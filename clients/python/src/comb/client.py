@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import ssl
 from datetime import datetime
 from typing import Any, Awaitable, Callable, Iterable, Optional, Sequence, Union
@@ -33,6 +34,11 @@ DEFAULT_PREFIX = "comb"
 # long-poll time.
 DEFAULT_TIMEOUT = 10.0
 
+# The largest pages of info and list (protocol.MaxInfoLimit, MaxListLimit):
+# info() and list() read every page with them.
+MAX_INFO_LIMIT = 10000
+MAX_LIST_LIMIT = 10000
+
 HEADER_PARTITION = "Comb-Partition"
 HEADER_ID = "Comb-Id"
 HEADER_DELAY_MS = "Comb-Delay-Ms"
@@ -50,6 +56,16 @@ def _nats_py_errors() -> tuple[tuple[type, ...], tuple[type, ...], tuple[type, .
 
 _NO_RESPONDERS, _TIMEOUTS, _CLOSED = _nats_py_errors()
 CLOSED_ERRORS: tuple[type, ...] = (_nats.ConnectionClosedError,) + _CLOSED
+
+
+def _page_body(limit: int, after: str) -> bytes:
+    """The body of a paged info or list request."""
+    body: dict[str, Any] = {}
+    if limit:
+        body["limit"] = limit
+    if after:
+        body["after"] = after
+    return _wire.dumps(body)
 
 
 def check_queue(queue: str) -> None:
@@ -215,13 +231,36 @@ class Client:
         return Config._from(rep)
 
     async def info(self, queue: str) -> Info:
-        """A queue's settings and live figures, or NotFound."""
-        return Info._from(await self._request("info", queue, b"{}"))
+        """A queue's settings and live figures with all its partitions and
+        groups, or NotFound. Reads every page (see info_page)."""
+        page = await self.info_page(queue, limit=MAX_INFO_LIMIT)
+        partitions, groups = list(page.partitions), list(page.groups)
+        while page.next:
+            page = await self.info_page(queue, limit=MAX_INFO_LIMIT, after=page.next)
+            partitions += page.partitions
+            groups += page.groups
+        return dataclasses.replace(page, partitions=partitions, groups=groups)
+
+    async def info_page(self, queue: str, *, limit: int = 0, after: str = "") -> Info:
+        """One page of a queue's info: the whole queue's figures, up to limit
+        partitions and limit groups (0: the service's default), and in next
+        the cursor of the following page ("" after the last)."""
+        return Info._from(await self._request("info", queue, _page_body(limit, after)))
 
     async def list(self) -> list[QueueSummary]:
-        """A summary of every queue, by name."""
-        rep = await self._request("list", "", b"{}")
-        return [QueueSummary._from(q) for q in rep.get("queues") or []]
+        """A summary of every queue, by name. Reads every page (see list_page)."""
+        queues, after = [], ""
+        while True:
+            page, after = await self.list_page(limit=MAX_LIST_LIMIT, after=after)
+            queues += page
+            if not after:
+                return queues
+
+    async def list_page(self, *, limit: int = 0, after: str = "") -> tuple[list[QueueSummary], str]:
+        """Up to limit queues (0: the service's default) by name, after the
+        cursor after, and the cursor of the following page ("" after the last)."""
+        rep = await self._request("list", "", _page_body(limit, after))
+        return [QueueSummary._from(q) for q in rep.get("queues") or []], rep.get("next") or ""
 
     async def delete(self, queue: str) -> None:
         """Delete a queue and everything in it, or raise NotFound."""

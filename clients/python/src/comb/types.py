@@ -185,6 +185,9 @@ class Info:
     dead_letters: int
     partitions: list[PartitionInfo] = field(default_factory=list)
     groups: list[GroupInfo] = field(default_factory=list)
+    partition_count: int = 0  # the whole queue's, on every page
+    group_count: int = 0
+    next: str = ""  # cursor of the next page (info_page); "" after the last
 
     @classmethod
     def _from(cls, d: dict[str, Any]) -> "Info":
@@ -198,6 +201,9 @@ class Info:
             partitions=[PartitionInfo(p["name"], p.get("next_offset", 0), p.get("low_offset", 0))
                         for p in d.get("partitions") or []],
             groups=[GroupInfo(g["name"], g.get("pending", 0), g.get("leased", 0)) for g in d.get("groups") or []],
+            partition_count=d.get("partition_count", 0),
+            group_count=d.get("group_count", 0),
+            next=d.get("next") or "",
         )
 
     def group(self, name: str) -> Optional[GroupInfo]:
