@@ -412,6 +412,8 @@ func (b *Bridge) Start(ctx context.Context) error {
 		b.wg.Add(1)
 		go b.pops.worker()
 	}
+	b.wg.Add(1)
+	go b.pops.checker()
 	for range b.cfg.AdminWorkers {
 		b.wg.Add(1)
 		go b.adminWorker()
@@ -921,6 +923,11 @@ type Stats struct {
 	// coalescers; requests per transaction tell how well they coalesce.
 	PushTransactions int64
 	AckTransactions  int64
+	// PopStoreCalls counts the store calls of pops; WaiterChecks the
+	// safety checks of waiting pops, one statement each however many
+	// wait (see checkWaiters).
+	PopStoreCalls int64
+	WaiterChecks  int64
 	// Overloaded counts requests refused with 429 because a bound was
 	// reached; Errors counts error replies of every kind.
 	Overloaded int64
@@ -935,6 +942,8 @@ func (b *Bridge) Stats() Stats {
 		Waiting:          b.pops.waiting(),
 		PushTransactions: b.pushTx.Load(),
 		AckTransactions:  b.ackTx.Load(),
+		PopStoreCalls:    b.pops.storeCalls.Load(),
+		WaiterChecks:     b.pops.checks.Load(),
 	}
 	for _, t := range b.tenants {
 		for _, s := range t.stats {

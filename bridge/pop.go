@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"cmp"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -114,6 +115,10 @@ type popper struct {
 	count atomic.Int64
 	log   wakeLog // the partitions recent wake-ups named
 
+	// storeCalls counts the store calls of pop tries, checks the safety
+	// checks of waiting pops (Stats).
+	storeCalls, checks atomic.Int64
+
 	mu       sync.Mutex
 	queues   map[domain.QueueRef]*waitQueue
 	nwait    int
@@ -211,8 +216,20 @@ func (p *popper) run(job *popJob) {
 	var k known
 	if waits {
 		seq, k = p.attach(job.req.Queue, job.req.Group, job.req.Partition == "" && !job.ns)
-		if k.valid && !k.partial && len(k.cands) == 0 && time.Now().Before(job.deadline) && p.park(job, seq, time.Time{}) {
-			return // nothing can be ready
+		if k.valid && !k.partial && len(k.cands) == 0 {
+			// Nothing can be ready: wait on, or, at the deadline, answer
+			// that nothing came without asking PostgreSQL again.
+			if time.Now().Before(job.deadline) && p.park(job, seq, time.Time{}) {
+				return
+			}
+			if !time.Now().Before(job.deadline) {
+				p.detach(job.req.Queue)
+				job.call.t.quota.longPollDone()
+				p.reply(job, nil)
+				p.count.Add(-1)
+				p.b.finish(job.call)
+				return
+			}
 		}
 	}
 	var msgs []domain.Message
@@ -281,6 +298,7 @@ func (p *popper) gone(job *popJob) bool {
 func (p *popper) pop(job *popJob) (domain.PopResult, error) {
 	ctx, cancel := p.b.storeCtx()
 	defer cancel()
+	p.storeCalls.Add(1)
 	if job.ns {
 		req := job.req
 		req.Queue = job.namespace()
@@ -292,6 +310,7 @@ func (p *popper) pop(job *popJob) (domain.PopResult, error) {
 		if job.req.Partition == "" && job.req.Partitions <= 1 {
 			req := job.req
 			req.Partition = hint
+			p.storeCalls.Add(1)
 			if msgs, err := p.b.st.Pop(ctx, req); err == nil && len(msgs) > 0 {
 				return domain.PopResult{Messages: msgs}, nil
 			}
@@ -355,6 +374,7 @@ func (p *popper) popCandidates(job *popJob, seq uint64, cands []string) ([]domai
 	defer cancel()
 	req := job.req
 	req.Candidates = cands
+	p.storeCalls.Add(1)
 	res, err := p.b.st.PopReport(ctx, req)
 	if err != nil {
 		return nil, err
@@ -519,7 +539,13 @@ func (p *popper) park(job *popJob, seq uint64, began time.Time) bool {
 	job.call.waited = true
 	p.nwait++
 	job.call.t.waiting.Add(1)
-	d := min(time.Until(job.deadline), p.b.cfg.RetryInterval)
+	// A queue's waiter waits for a wake-up, the safety check (checkWaiters)
+	// or its deadline; a namespace pop, which no check covers, tries again
+	// every retry interval.
+	d := time.Until(job.deadline)
+	if job.ns {
+		d = min(d, p.b.cfg.RetryInterval)
+	}
 	job.timer = time.AfterFunc(d, func() { p.expire(job) })
 	return true
 }
@@ -728,6 +754,118 @@ func nextHint(hints map[string][]string, g string) string {
 
 // stop makes every waiter try once more and answer, and every later try
 // answer whatever it finds.
+// checker runs the safety check of parked pops every retry interval.
+func (p *popper) checker() {
+	defer p.b.wg.Done()
+	t := time.NewTicker(p.b.cfg.RetryInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			p.checkWaiters()
+		case <-p.b.quit:
+			return
+		}
+	}
+}
+
+// checkWaiters is the safety net of parked pops: messages that became
+// ready with no wake-up (a lease expired, a wake-up was lost) are found
+// here, within one retry interval. It asks PostgreSQL once for every
+// group and partition that pops wait on (Store.AnyReady), whatever the
+// number of queues and waiters, and retries the waiters of those that
+// may have messages. A group found with nothing ready is marked as known
+// to be empty, as a pop that found nothing marks it, so that its next
+// pops and its waiters' deadlines cost no query. Namespace pops retry on
+// their own timers.
+func (p *popper) checkWaiters() {
+	type key struct {
+		queue            domain.QueueRef
+		group, partition string
+	}
+	p.mu.Lock()
+	var checks []domain.ReadyCheck
+	seen := map[key]bool{}
+	for q, wq := range p.queues {
+		for job := range wq.waiters {
+			k := key{q, job.req.Group, job.req.Partition}
+			if job.ns || seen[k] {
+				continue
+			}
+			seen[k] = true
+			checks = append(checks, domain.ReadyCheck{Queue: q, Group: k.group, Partition: k.partition})
+		}
+	}
+	p.mu.Unlock()
+	if len(checks) == 0 {
+		return
+	}
+	began := time.Now()
+	var ready []bool
+	var err error
+	if p.b.maintenance.Load() {
+		err = errMaintenance // nothing may read PostgreSQL: the waiters answer so
+	} else {
+		ctx, cancel := p.b.storeCtx()
+		p.checks.Add(1)
+		ready, err = p.b.st.AnyReady(ctx, checks)
+		cancel()
+	}
+	if err != nil && !errors.Is(err, errMaintenance) {
+		p.b.log.Warn("pop: safety check of waiting pops failed; they try again themselves", "waiting", len(checks), "err", err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, c := range checks {
+		wq := p.queues[c.Queue]
+		if wq == nil {
+			continue
+		}
+		if err == nil && !ready[i] {
+			if c.Partition == "" {
+				p.markCheckedLocked(wq, c.Queue, c.Group, began)
+			}
+			continue
+		}
+		if c.Partition == "" {
+			delete(wq.empty, c.Group) // it may know too little now
+		}
+		for job := range wq.waiters {
+			if !job.ns && job.req.Group == c.Group && job.req.Partition == c.Partition {
+				p.unparkLocked(wq, job)
+			}
+		}
+	}
+}
+
+// markCheckedLocked marks group as known to have nothing ready as of
+// began, when the safety check found nothing: only the partitions wake-ups
+// named since, or that its mark still held, can be ready. It leaves the
+// group unmarked when a wake-up since named every partition, or too many.
+func (p *popper) markCheckedLocked(wq *waitQueue, queue domain.QueueRef, group string, began time.Time) {
+	named, all := p.log.namedAfter(queue, began)
+	if all {
+		return
+	}
+	m := &emptyMark{at: began}
+	if old := wq.empty[group]; old != nil {
+		if old.at.After(began) {
+			return // it knows more than the check
+		}
+		m.cands = slices.Clone(old.cands)
+	}
+	for _, part := range named {
+		if !slices.ContainsFunc(m.cands, func(c candidate) bool { return c.partition == part }) {
+			m.cands = append(m.cands, candidate{part, wq.seq})
+		}
+	}
+	if len(m.cands) > maxCandidates {
+		delete(wq.empty, group)
+		return
+	}
+	wq.empty[group] = m
+}
+
 func (p *popper) stop() {
 	p.mu.Lock()
 	defer p.mu.Unlock()

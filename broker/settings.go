@@ -236,7 +236,7 @@ var settings = []Setting{
 		Usage: "pops the bridge holds at once: waiting for a worker, running or long-polling",
 		bind:  func(c *Config) flag.Value { return &intValue[int]{&c.Bridge.MaxPops} }},
 	{Key: "retry_interval", Group: GroupBridge, kind: kindDuration,
-		Usage: "how often a long-polling pop tries again without a wake-up (a safety net)",
+		Usage: "how often the bridge checks, in one statement for all its long-polling pops, for messages that became ready without a wake-up (a safety net)",
 		bind:  func(c *Config) flag.Value { return (*durationValue)(&c.Bridge.RetryInterval) }},
 	{Key: "admin_workers", Group: GroupBridge, kind: kindInt,
 		Usage: "workers that run renew, configure, info, list, delete, seek, dlq and txn",

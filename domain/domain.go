@@ -515,3 +515,11 @@ type QueueSummary struct {
 	Groups     int64
 	Pending    int64 // the largest backlog of any group
 }
+
+// ReadyCheck names what a parked long poll waits for: messages of group
+// in queue, in Partition or, when it is empty, in any partition.
+type ReadyCheck struct {
+	Queue     QueueRef
+	Group     string
+	Partition string
+}

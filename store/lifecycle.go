@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/combmq/comb/domain"
 	"github.com/combmq/comb/protocol"
@@ -20,6 +21,13 @@ import (
 // so low_offset becomes the first retained offset, and it takes the
 // partition row's lock only for the one-row update at the end.
 //
+// It moves low_created_at along: to the push time of the first segment
+// it keeps when it read one, else to that of the last it retired (a
+// later segment was pushed no earlier, give or take one push
+// transaction's length), and to NULL when the partition retains nothing
+// any more. The update re-reads a row a concurrent push changed, so a push
+// that lands meanwhile is never taken for an empty partition.
+//
 // Moving low_offset is the delete every reader sees (they all start at
 // it). Segments in the cold slot are deleted too, for vacuum to reclaim;
 // segments in a hot slot stay until the slot is truncated whole (slots.go),
@@ -31,7 +39,7 @@ const sweepSegmentsSQL = `
 WITH lo AS (
     SELECT low_offset FROM comb_partitions WHERE id = $1
 ), s AS (
-    SELECT g.base_offset, g.count, g.bytes, g.slot,
+    SELECT g.base_offset, g.count, g.bytes, g.slot, g.created_at,
            (($2::bigint > 0 AND g.base_offset + g.count <= $3 AND g.created_at < now() - $2 * interval '1 second')
             OR ($4::bigint > 0 AND g.created_at < now() - $4 * interval '1 second')) AS ok
     FROM comb_segments g, lo WHERE g.partition_id = $1 AND g.base_offset >= lo.low_offset
@@ -42,8 +50,10 @@ WITH lo AS (
     SELECT s.* FROM s, cut WHERE s.base_offset < cut.upto
 ), upd AS (
     UPDATE comb_partitions p
-    SET low_offset = agg.e, retained_bytes = p.retained_bytes - agg.bytes
-    FROM (SELECT max(base_offset + count) AS e, coalesce(sum(bytes), 0)::bigint AS bytes FROM gone) agg, lo
+    SET low_offset = agg.e, retained_bytes = p.retained_bytes - agg.bytes,
+        low_created_at = CASE WHEN agg.e >= p.next_offset THEN NULL
+                              ELSE coalesce((SELECT s.created_at FROM s, cut WHERE s.base_offset = cut.upto), agg.gone_at) END
+    FROM (SELECT max(base_offset + count) AS e, coalesce(sum(bytes), 0)::bigint AS bytes, max(created_at) AS gone_at FROM gone) agg, lo
     WHERE p.id = $1 AND agg.e IS NOT NULL AND p.low_offset = lo.low_offset
     RETURNING p.id
 ), del AS (
@@ -58,99 +68,96 @@ WHERE EXISTS (SELECT 1 FROM upd)`
 // a snapshot for long.
 const sweepStep = 1000
 
+// sweepDedupSQL forgets, in one statement for every queue, at most $1
+// producer ids older than their queue's dedup window (all of them where
+// dedup is off). The first condition lets the BRIN index on created_at
+// skip what is younger than the shortest window of any queue; rows of a
+// queue with dedup off wait for that too when another queue has it on.
+const sweepDedupSQL = `
+DELETE FROM comb_dedup WHERE ctid = ANY(ARRAY(
+    SELECT d.ctid FROM comb_dedup d JOIN comb_queues q ON q.id = d.queue_id
+    WHERE d.created_at < now() - (
+            SELECT coalesce(min(w), 0) FROM (SELECT (config->>'dedup_window_s')::bigint AS w FROM comb_queues) x WHERE w > 0
+          ) * interval '1 second'
+      AND d.created_at < now() - coalesce((q.config->>'dedup_window_s')::bigint, 0) * interval '1 second'
+    LIMIT $1))`
+
+// sweepHoldsSQL forgets at most $1 holds whose time has come: they hold
+// nothing back any more (a pop looks only at those still ahead).
+const sweepHoldsSQL = `
+DELETE FROM comb_holds WHERE ctid = ANY(ARRAY(
+    SELECT ctid FROM comb_holds WHERE ready_at < now() LIMIT $1))`
+
+// retentionCandidatesSQL lists at most $1 partitions that retention may
+// shorten, with their queue's completed_retention_s and max_age_s and the
+// slowest group's committed offset (-1 with no group): those whose oldest
+// retained segment is older than max_age_s, or older than
+// completed_retention_s with every group past its first offset. It reads
+// each queue's row and, for the queues with retention, only the partitions
+// whose low_created_at is old enough, through the index: its cost follows
+// the queues and what may be deleted, not the partitions.
+const retentionCandidatesSQL = `
+SELECT p.id, x.ret, x.age, m.committed
+FROM comb_queues q
+CROSS JOIN LATERAL (SELECT coalesce((q.config->>'completed_retention_s')::bigint, 0) AS ret,
+                           coalesce((q.config->>'max_age_s')::bigint, 0) AS age) x
+JOIN comb_partitions p ON p.queue_id = q.id
+ AND p.low_created_at < now() - least(nullif(x.ret, 0), nullif(x.age, 0)) * interval '1 second'
+CROSS JOIN LATERAL (SELECT coalesce(min(c.committed), -1) AS committed FROM comb_cursors c WHERE c.partition_id = p.id) m
+WHERE (x.ret > 0 OR x.age > 0) AND p.next_offset > p.low_offset
+  AND ((x.age > 0 AND p.low_created_at < now() - x.age * interval '1 second')
+       OR (x.ret > 0 AND m.committed > p.low_offset))
+LIMIT $1`
+
 // Sweep makes one bounded pass of retention over every queue: it deletes
 // whole segments that completed_retention_s or max_age_s allow, and forgets
-// producer ids older than the dedup window. Several bridges may sweep at
-// once.
+// producer ids older than the dedup window and holds whose time has come.
+// Several bridges may sweep at once.
+//
+// An idle database costs one transaction a pass, however many queues and
+// partitions it holds: the expiry of ids and holds and the search for
+// what retention may delete go in one round trip, and only the
+// partitions found get a statement of their own.
 func (s *Store) Sweep(ctx context.Context) (SweepStats, error) {
 	var st SweepStats
-	rows, err := s.pool.Query(ctx, `SELECT id, tenant, name, config FROM comb_queues ORDER BY id`)
-	if err != nil {
-		return st, fmt.Errorf("sweep: %w", classify(err))
-	}
-	var queues []queueRow
-	var q queueRow
-	var raw []byte
-	if _, err := pgx.ForEachRow(rows, []any{&q.ID, &q.Tenant, &q.Name, &raw}, func() error {
-		c, err := decodeConfig(raw)
-		q.Config = c
-		queues = append(queues, q)
-		return err
-	}); err != nil {
-		return st, fmt.Errorf("sweep: %w", classify(err))
-	}
-	for _, q := range queues {
-		if err := s.sweepQueue(ctx, q, &st); err != nil {
-			return st, fmt.Errorf("sweep %q: %w", q.ref(), classify(err))
-		}
-	}
-	// Holds whose time has come hold nothing back any more (a pop looks
-	// only at those still ahead): forget them, in bounded steps.
-	tag, err := s.pool.Exec(ctx, `
-		DELETE FROM comb_holds WHERE ctid = ANY(ARRAY(
-		    SELECT ctid FROM comb_holds WHERE ready_at < now() LIMIT $1))`, sweepStep*10)
-	if err != nil {
-		return st, fmt.Errorf("sweep holds: %w", classify(err))
-	}
-	st.Holds = tag.RowsAffected()
-	st.More = st.More || st.Holds == sweepStep*10
-	st.Slots, err = s.maintainSlotsIfDue(ctx)
-	return st, err
-}
-
-func (s *Store) sweepQueue(ctx context.Context, q queueRow, st *SweepStats) error {
-	window := q.Config.DedupWindowS // 0: dedup off, so every remembered id goes
-	tag, err := s.pool.Exec(ctx, `
-		DELETE FROM comb_dedup WHERE ctid = ANY(ARRAY(
-		    SELECT ctid FROM comb_dedup
-		    WHERE queue_id = $1 AND created_at < now() - $2::bigint * interval '1 second'
-		    LIMIT $3))`, q.ID, window, sweepStep*10)
-	if err != nil {
-		return err
-	}
-	st.DedupIDs += tag.RowsAffected()
-	st.More = st.More || tag.RowsAffected() == sweepStep*10
-
-	ret, age := q.Config.CompletedRetentionS, q.Config.MaxAgeS
-	if ret == 0 && age == 0 {
-		return nil
-	}
-	// Candidates: partitions whose oldest segment is old enough and, for
-	// completed retention, that every group has read past. With no group,
-	// nothing counts as completed.
-	rows, err := s.pool.Query(ctx, `
-		SELECT p.id, coalesce((SELECT min(c.committed) FROM comb_cursors c WHERE c.partition_id = p.id), -1)
-		FROM comb_partitions p
-		WHERE p.queue_id = $1 AND EXISTS (
-		    SELECT 1 FROM comb_segments s WHERE s.partition_id = p.id
-		    AND s.base_offset = p.low_offset
-		    AND s.created_at < now() - least(
-		        CASE WHEN $2::bigint > 0 THEN $2 ELSE NULL END,
-		        CASE WHEN $3::bigint > 0 THEN $3 ELSE NULL END) * interval '1 second')`, q.ID, ret, age)
-	if err != nil {
-		return err
-	}
-	type cand struct{ pid, committed int64 }
+	type cand struct{ pid, ret, age, committed int64 }
 	var cands []cand
-	var c cand
-	if _, err := pgx.ForEachRow(rows, []any{&c.pid, &c.committed}, func() error {
-		cands = append(cands, c)
+	b := &pgx.Batch{}
+	b.Queue(sweepDedupSQL, sweepStep*10).Exec(func(tag pgconn.CommandTag) error {
+		st.DedupIDs = tag.RowsAffected()
 		return nil
-	}); err != nil {
+	})
+	b.Queue(sweepHoldsSQL, sweepStep*10).Exec(func(tag pgconn.CommandTag) error {
+		st.Holds = tag.RowsAffected()
+		return nil
+	})
+	b.Queue(retentionCandidatesSQL, sweepStep*10).Query(func(rows pgx.Rows) error {
+		var c cand
+		_, err := pgx.ForEachRow(rows, []any{&c.pid, &c.ret, &c.age, &c.committed}, func() error {
+			cands = append(cands, c)
+			return nil
+		})
 		return err
+	})
+	// One implicit transaction: the batch ends in one Sync.
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return st, fmt.Errorf("sweep: %w", classify(err))
 	}
+	st.More = st.DedupIDs == sweepStep*10 || st.Holds == sweepStep*10 || len(cands) == sweepStep*10
 	for _, c := range cands {
 		var segs, msgs, bytes int64
-		if err := s.pool.QueryRow(ctx, sweepSegmentsSQL, c.pid, ret, c.committed, age, sweepStep).
+		if err := s.pool.QueryRow(ctx, sweepSegmentsSQL, c.pid, c.ret, c.committed, c.age, sweepStep).
 			Scan(&segs, &msgs, &bytes); err != nil {
-			return err
+			return st, fmt.Errorf("sweep partition %d: %w", c.pid, classify(err))
 		}
 		st.Segments += segs
 		st.Messages += msgs
 		st.Bytes += bytes
 		st.More = st.More || segs == sweepStep
 	}
-	return nil
+	var err error
+	st.Slots, err = s.maintainSlotsIfDue(ctx)
+	return st, err
 }
 
 // RunSweeper sweeps every interval until ctx ends, and again at once while

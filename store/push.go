@@ -304,9 +304,13 @@ func (p *pushPlan) segmentArrays() (pids, ns, bs []int64, payloads [][]byte, hot
 
 const (
 	lockPartitionsSQL = `SELECT id FROM comb_partitions WHERE id = ANY($1) ORDER BY id FOR UPDATE`
-	allocOffsetsSQL   = `
+	// allocOffsetsSQL also starts a partition's low_created_at when it
+	// retained nothing (see the sweeper's retentionCandidatesSQL).
+	allocOffsetsSQL = `
 		UPDATE comb_partitions p
-		SET next_offset = p.next_offset + x.n, retained_bytes = p.retained_bytes + x.b
+		SET next_offset = p.next_offset + x.n, retained_bytes = p.retained_bytes + x.b,
+		    low_created_at = CASE WHEN p.next_offset = p.low_offset THEN now()
+		                          ELSE coalesce(p.low_created_at, '-infinity') END
 		FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS x(pid, n, b)
 		WHERE p.id = x.pid
 		RETURNING p.id, p.next_offset - x.n`

@@ -58,6 +58,10 @@ type Options struct {
 	// past it is refused with domain.ErrLimit.
 	MaxQueues func(tenant string) int64
 	Logger    *slog.Logger
+	// Tracer, when set, sees every statement and batch of both pools
+	// (pgx's tracing hook: a pgx.QueryTracer, and a pgx.BatchTracer if it
+	// is one).
+	Tracer pgx.QueryTracer
 }
 
 // Store is Comb's PostgreSQL log engine. It is safe for concurrent use.
@@ -113,6 +117,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "on"
 	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "comb"
+	}
+	if opts.Tracer != nil {
+		cfg.ConnConfig.Tracer = opts.Tracer
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

@@ -1,0 +1,78 @@
+package bridge_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/combmq/comb/bridge"
+	"github.com/combmq/comb/internal/combtest"
+)
+
+// Parked long polls on many queues cost one statement a retry interval
+// together, not a pop each: the safety check asks for all of them at once,
+// a group it finds empty is known to be so, and a poll whose deadline comes
+// is answered without another pop. A lease that expires with nobody to
+// say so (no push, no ack) still reaches a waiting pop, through the check.
+func TestParkedPollsShareOneCheck(t *testing.T) {
+	t.Parallel()
+	const interval = 200 * time.Millisecond
+	env := combtest.StartWith(t, combtest.Options{Bridge: bridge.Config{RetryInterval: interval}})
+	nc := env.NC
+
+	// 30 queues whose one group has consumed everything.
+	const queues = 30
+	for i := range queues {
+		q := fmt.Sprintf("idle.q%02d", i)
+		push(t, nc, q, `{"messages":[{"data":1}]}`)
+		require.Len(t, pop(t, nc, q, `{"auto_ack":true}`), 1)
+	}
+	// A long poll on each, and three more that end within the window.
+	inbox := nats.NewInbox()
+	replies, err := nc.SubscribeSync(inbox)
+	require.NoError(t, err)
+	for i := range queues {
+		require.NoError(t, nc.PublishRequest(fmt.Sprintf("comb.pop.idle.q%02d", i), inbox, []byte(`{"auto_ack":true,"wait_ms":30000}`)))
+	}
+	for i := range 3 {
+		require.NoError(t, nc.PublishRequest(fmt.Sprintf("comb.pop.idle.q%02d", i), inbox, []byte(`{"auto_ack":true,"wait_ms":1500}`)))
+	}
+	require.Eventually(t, func() bool { return env.Bridge.Waiting() == queues+3 }, 10*time.Second, 10*time.Millisecond)
+	time.Sleep(2 * interval) // a check has marked every group
+
+	before := env.Bridge.Stats()
+	time.Sleep(2 * time.Second)
+	after := env.Bridge.Stats()
+	require.Zero(t, after.PopStoreCalls-before.PopStoreCalls, "no waiting pop, nor one whose deadline came, asked PostgreSQL")
+	checks := after.WaiterChecks - before.WaiterChecks
+	require.GreaterOrEqual(t, checks, int64(5), "one check an interval")
+	require.LessOrEqual(t, checks, int64(12), "one check an interval, for all %d waiters", queues+3)
+	for range 3 {
+		m, err := replies.NextMsg(5 * time.Second)
+		require.NoError(t, err)
+		require.JSONEq(t, `{"messages":[]}`, string(m.Data), "the short polls ended empty")
+	}
+	require.Equal(t, queues, env.Bridge.Waiting())
+
+	// A lease that ends with no wake-up: the check finds it.
+	push(t, nc, "lease", `{"messages":[{"data":7}]}`)
+	require.Len(t, pop(t, nc, "lease", `{"lease_ms":300}`), 1)
+	start := time.Now()
+	m := request(t, nc, "comb.pop.lease", `{"wait_ms":10000}`)
+	var rep struct {
+		Messages []json.RawMessage `json:"messages"`
+	}
+	require.NoError(t, json.Unmarshal(m.Data, &rep))
+	require.Len(t, rep.Messages, 1, "the expired lease's message, before the poll's deadline")
+	require.Less(t, time.Since(start), 5*time.Second)
+
+	// A push still wakes the waiters at once.
+	push(t, nc, "idle.q07", `{"messages":[{"data":2}]}`)
+	got, err := replies.NextMsg(5 * time.Second)
+	require.NoError(t, err)
+	require.Contains(t, string(got.Data), `"data":2`)
+}
