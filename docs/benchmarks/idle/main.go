@@ -8,7 +8,9 @@
 //	    -queues 10000 -partitions 100 -polls 1000 -measure 60s
 //
 // It prints the setup's progress, then one line per interval with the
-// commits per second, and a final line with the average.
+// commits per second and the CPU of this host's postgres processes (the
+// broker's private cluster, when it runs here), and a final line with the
+// averages.
 package main
 
 import (
@@ -17,6 +19,9 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -116,15 +121,44 @@ func main() {
 		return n, time.Now()
 	}
 	first, t0 := commits()
-	last, tl := first, t0
+	cpu0 := postgresCPU()
+	last, tl, cpul := first, t0, cpu0
 	for time.Since(t0) < *measure {
 		time.Sleep(*every)
 		n, t := commits()
+		cpu := postgresCPU()
 		// This sampler's own statement counts one commit.
-		fmt.Printf("idle: %.1f commits/s over %s\n", float64(n-last-1)/t.Sub(tl).Seconds(), t.Sub(tl).Round(time.Second))
-		last, tl = n, t
+		fmt.Printf("idle: %.1f commits/s, postgres %.2f cores, over %s\n", float64(n-last-1)/t.Sub(tl).Seconds(),
+			(cpu-cpul)/t.Sub(tl).Seconds(), t.Sub(tl).Round(time.Second))
+		last, tl, cpul = n, t, cpu
 	}
 	samples := int64(*measure / *every)
-	fmt.Printf("idle: %.2f commits/s on average over %s, with %d queues of %d partitions and %d long polls parked\n",
-		float64(last-first-samples)/tl.Sub(t0).Seconds(), tl.Sub(t0).Round(time.Second), *queues, *partitions, *polls)
+	fmt.Printf("idle: %.2f commits/s and postgres %.3f cores on average over %s, with %d queues of %d partitions and %d long polls parked\n",
+		float64(last-first-samples)/tl.Sub(t0).Seconds(), (cpul-cpu0)/tl.Sub(t0).Seconds(), tl.Sub(t0).Round(time.Second), *queues, *partitions, *polls)
+}
+
+// postgresCPU returns the CPU seconds of this host's processes named
+// postgres, from /proc (Linux; 100 clock ticks a second).
+func postgresCPU() float64 {
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	var ticks int64
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		i, j := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if i < 0 || j < i || s[i+1:j] != "postgres" {
+			continue
+		}
+		fields := strings.Fields(s[j+1:])
+		if len(fields) < 13 {
+			continue
+		}
+		u, _ := strconv.ParseInt(fields[11], 10, 64) // utime, field 14
+		k, _ := strconv.ParseInt(fields[12], 10, 64) // stime, field 15
+		ticks += u + k
+	}
+	return float64(ticks) / 100
 }
