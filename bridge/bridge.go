@@ -246,8 +246,13 @@ type Bridge struct {
 	spooledMsgs  atomic.Int64  // messages answered "spooled"
 	drainDropped atomic.Int64  // spooled messages the store refused at the drain
 
-	pushCh    chan *pushJob
-	pushBytes atomic.Int64
+	// pushCh takes the pushes of several partitions, pushShards[i] those
+	// of one partition that hash to push worker i (see pushShard);
+	// pushQueued counts the jobs in all of them against Config.PushQueue.
+	pushCh     chan *pushJob
+	pushShards []chan *pushJob
+	pushQueued atomic.Int64
+	pushBytes  atomic.Int64
 	ackCh     chan *ackJob
 	adminCh   chan func()
 	pops      *popper
@@ -350,6 +355,9 @@ func New(nc *nats.Conn, st *store.Store, cfg Config, log *slog.Logger, tenants .
 		adminCh:          make(chan func(), cfg.AdminQueue),
 		drainKick:        make(chan struct{}, 1),
 	}
+	for range cfg.PushWorkers {
+		b.pushShards = append(b.pushShards, make(chan *pushJob, cfg.PushQueue))
+	}
 	b.maintenance.Store(cfg.Maintenance)
 	seen := map[string]bool{}
 	for _, t := range tenants {
@@ -400,9 +408,9 @@ func (b *Bridge) Start(ctx context.Context) error {
 		b.wakeSubs = append(b.wakeSubs, sub)
 	}
 
-	for range b.cfg.PushWorkers {
+	for i := range b.cfg.PushWorkers {
 		b.wg.Add(1)
-		go b.pushWorker()
+		go b.pushWorker(b.pushShards[i])
 	}
 	for range b.cfg.AckWorkers {
 		b.wg.Add(1)

@@ -3,6 +3,7 @@ package bridge
 import (
 	"encoding/base64"
 	"errors"
+	"hash/fnv"
 	"time"
 
 	"github.com/nats-io/nats.go/micro"
@@ -58,7 +59,7 @@ func (b *Bridge) handlePut(t *tenant, req micro.Request) {
 // the push path is already at one of its bounds. enqueuePush checks again
 // exactly; this is only a cheap early answer under overload.
 func (b *Bridge) pushFull(t *tenant, req micro.Request, verb string) bool {
-	if len(b.pushCh) < cap(b.pushCh) && b.pushBytes.Load()+int64(len(req.Data())) <= int64(b.cfg.PendingBytes) {
+	if b.pushQueued.Load() < int64(b.cfg.PushQueue) && b.pushBytes.Load()+int64(len(req.Data())) <= int64(b.cfg.PendingBytes) {
 		return false
 	}
 	t.stats[verb].overloaded.Add(1)
@@ -129,24 +130,55 @@ func (b *Bridge) enqueuePush(t *tenant, req micro.Request, verb string, queue do
 		return
 	}
 	job := &pushJob{call: c, req: domain.PushParams{Queue: queue, Messages: msgs}, size: size, quota: held}
-	select {
-	case b.pushCh <- job:
-	default:
+	if b.pushQueued.Add(1) > int64(b.cfg.PushQueue) {
+		b.pushQueued.Add(-1)
 		b.pushBytes.Add(-int64(size))
 		t.quota.pushDone(held)
 		b.overloaded(req, c)
+		return
 	}
+	b.pushShard(job) <- job // never blocks: each channel holds PushQueue
+}
+
+// pushShard is the channel of a push: a push of one partition goes to
+// the worker its queue and partition hash to, so that the pushes of a
+// partition share that worker's transactions (one segment each, not one
+// per request) and concurrent transactions of other workers never wait
+// on its partition's row lock; they also commit in the order they came.
+// A push of several partitions goes to whichever worker is free.
+func (b *Bridge) pushShard(job *pushJob) chan *pushJob {
+	msgs := job.req.Messages
+	if len(msgs) == 0 {
+		return b.pushCh
+	}
+	part := msgs[0].Partition
+	for i := range msgs[1:] {
+		if msgs[i+1].Partition != part {
+			return b.pushCh
+		}
+	}
+	h := fnv.New32a()
+	h.Write([]byte(job.req.Queue.Tenant))
+	h.Write([]byte{0})
+	h.Write([]byte(job.req.Queue.Name))
+	h.Write([]byte{0})
+	h.Write([]byte(part))
+	return b.pushShards[h.Sum32()%uint32(len(b.pushShards))]
 }
 
 // pushWorker runs push transactions: it takes one request, then every
 // request already waiting up to the batch caps, pushes them all in one
 // store call, and answers each after the commit.
-func (b *Bridge) pushWorker() {
+//
+// A worker takes the pushes of its own partitions (shard, see pushShard)
+// first, then those of several partitions.
+func (b *Bridge) pushWorker(shard chan *pushJob) {
 	defer b.wg.Done()
 	batch := make([]*pushJob, 0, 64)
 	for {
 		var first *pushJob
 		select {
+		case first = <-shard:
 		case first = <-b.pushCh:
 		case <-b.quit:
 			return
@@ -155,15 +187,21 @@ func (b *Bridge) pushWorker() {
 		msgs, bytes := len(first.req.Messages), first.size
 	fill:
 		for msgs < b.cfg.BatchMessages && bytes < b.cfg.BatchBytes {
+			var j *pushJob
 			select {
-			case j := <-b.pushCh:
-				batch = append(batch, j)
-				msgs += len(j.req.Messages)
-				bytes += j.size
+			case j = <-shard:
 			default:
-				break fill
+				select {
+				case j = <-b.pushCh:
+				default:
+					break fill
+				}
 			}
+			batch = append(batch, j)
+			msgs += len(j.req.Messages)
+			bytes += j.size
 		}
+		b.pushQueued.Add(-int64(len(batch)))
 		b.flushPush(batch)
 		clear(batch)
 	}
