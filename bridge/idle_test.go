@@ -76,3 +76,31 @@ func TestParkedPollsShareOneCheck(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(got.Data), `"data":2`)
 }
+
+// Pushes of one partition sent back to back, without waiting for their
+// replies, are stored in the order they were sent: they all go to the one
+// push worker of their partition.
+func TestPipelinedPushesKeepOrder(t *testing.T) {
+	t.Parallel()
+	env := combtest.Start(t)
+	nc := env.NC
+	inbox := nats.NewInbox()
+	replies, err := nc.SubscribeSync(inbox)
+	require.NoError(t, err)
+	const n = 300
+	for i := range n {
+		p := fmt.Sprint("p", i%3) // three partitions, each its own order
+		require.NoError(t, nc.PublishRequest("comb.push.order", inbox, fmt.Appendf(nil, `{"messages":[{"partition":%q,"data":%d}]}`, p, i)))
+	}
+	for range n {
+		_, err := replies.NextMsg(10 * time.Second)
+		require.NoError(t, err)
+	}
+	for p := range 3 {
+		ms := pop(t, nc, "order", fmt.Sprintf(`{"partition":"p%d","max":1000,"auto_ack":true}`, p))
+		require.Len(t, ms, n/3)
+		for k, m := range ms {
+			require.JSONEq(t, fmt.Sprint(p+3*k), string(m.Data), "partition p%d offset %d", p, m.Offset)
+		}
+	}
+}
