@@ -206,7 +206,7 @@ var settings = []Setting{
 		Usage: "NATS queue group of every endpoint, shared by the brokers that serve the same queues",
 		bind:  func(c *Config) flag.Value { return (*stringValue)(&c.Bridge.QueueGroup) }},
 	{Key: "push_workers", Group: GroupBridge, kind: kindInt,
-		Usage: "workers that run push and put transactions",
+		Usage: "workers that run push and put transactions; the pushes of one partition all go to the same worker",
 		bind:  func(c *Config) flag.Value { return &intValue[int]{&c.Bridge.PushWorkers} }},
 	{Key: "push_queue", Group: GroupBridge, kind: kindInt,
 		Usage: "push and put requests that may wait for a worker before the bridge answers 429",
