@@ -253,11 +253,11 @@ type Bridge struct {
 	pushShards []chan *pushJob
 	pushQueued atomic.Int64
 	pushBytes  atomic.Int64
-	ackCh     chan *ackJob
-	adminCh   chan func()
-	pops      *popper
-	stopOnce  sync.Once
-	stopDone  chan struct{}
+	ackCh      chan *ackJob
+	adminCh    chan func()
+	pops       *popper
+	stopOnce   sync.Once
+	stopDone   chan struct{}
 }
 
 // Tenant is one NATS account the bridge serves: the requests that arrive
