@@ -936,6 +936,9 @@ type Stats struct {
 	// wait (see checkWaiters).
 	PopStoreCalls int64
 	WaiterChecks  int64
+	// PopScans counts the pops' store calls that read every cursor of
+	// their group: the others find cursors by key.
+	PopScans int64
 	// Overloaded counts requests refused with 429 because a bound was
 	// reached; Errors counts error replies of every kind.
 	Overloaded int64
@@ -952,6 +955,7 @@ func (b *Bridge) Stats() Stats {
 		AckTransactions:  b.ackTx.Load(),
 		PopStoreCalls:    b.pops.storeCalls.Load(),
 		WaiterChecks:     b.pops.checks.Load(),
+		PopScans:         b.pops.scans.Load(),
 	}
 	for _, t := range b.tenants {
 		for _, s := range t.stats {

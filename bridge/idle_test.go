@@ -3,6 +3,7 @@ package bridge_test
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -103,4 +104,60 @@ func TestPipelinedPushesKeepOrder(t *testing.T) {
 			require.JSONEq(t, fmt.Sprint(p+3*k), string(m.Data), "partition p%d offset %d", p, m.Offset)
 		}
 	}
+}
+
+// Pops that do not wait use what the bridge knows of their group too: one
+// that reads every cursor learns the other ready partitions, and the
+// next pops take those by key. On 2,000 partitions with messages in 100,
+// draining them one pop at a time reads every cursor a few times, not on
+// every pop, and gets every message exactly once. A lease that expires
+// meanwhile is found: a pop that does not wait reads every cursor before
+// it answers that nothing is ready.
+func TestPopsWithoutWaitUseCandidates(t *testing.T) {
+	t.Parallel()
+	env := combtest.Start(t)
+	nc := env.NC
+	var sb strings.Builder
+	sb.WriteString(`{"messages":[`)
+	for i := range 2000 {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		fmt.Fprintf(&sb, `{"partition":"p%04d","data":%d}`, i, i)
+	}
+	sb.WriteString(`]}`)
+	push(t, nc, "wide", sb.String())
+	// The group starts past all of that; then 100 partitions get one
+	// message each, and one more is leased briefly and abandoned.
+	require.Empty(t, pop(t, nc, "wide", `{"from":"new","auto_ack":true}`))
+	sb.Reset()
+	sb.WriteString(`{"messages":[`)
+	for i := range 101 {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		fmt.Fprintf(&sb, `{"partition":"p%04d","data":%d}`, i*19, i*19)
+	}
+	sb.WriteString(`]}`)
+	push(t, nc, "wide", sb.String())
+	abandoned := pop(t, nc, "wide", `{"partition":"p1900","lease_ms":300}`)
+	require.Len(t, abandoned, 1)
+
+	before := env.Bridge.Stats()
+	seen := map[string]bool{}
+	for range 100 {
+		ms := pop(t, nc, "wide", `{"max":1,"auto_ack":true}`)
+		require.Len(t, ms, 1)
+		require.False(t, seen[string(ms[0].Data)], "delivered twice: %s", ms[0].Data)
+		seen[string(ms[0].Data)] = true
+	}
+	scans := env.Bridge.Stats().PopScans - before.PopScans
+	require.LessOrEqual(t, scans, int64(10), "pops took the ready partitions by key, not each reading all 2,000 cursors")
+	require.False(t, seen["1900"], "leased to another")
+
+	time.Sleep(400 * time.Millisecond) // the abandoned lease ends
+	ms := pop(t, nc, "wide", `{"max":1,"auto_ack":true}`)
+	require.Len(t, ms, 1, "the expired lease's message")
+	require.Equal(t, "1900", string(ms[0].Data))
+	require.Empty(t, pop(t, nc, "wide", `{"max":1,"auto_ack":true}`))
 }

@@ -48,7 +48,9 @@ func (j *popJob) namespace() domain.QueueRef {
 // waitQueue holds the long-polling pops of one queue. It exists while some
 // pop of the queue is trying or waiting (refs), so that a wake-up that
 // lands between a pop's empty store call and its registration as a waiter
-// is not lost: the pop sees seq moved and tries again.
+// is not lost: the pop sees seq moved and tries again; and, for one retry
+// interval, while it holds marks (empty), which the next pops of their
+// groups use (see pruneLocked).
 type waitQueue struct {
 	seq     uint64
 	refs    int
@@ -115,9 +117,10 @@ type popper struct {
 	count atomic.Int64
 	log   wakeLog // the partitions recent wake-ups named
 
-	// storeCalls counts the store calls of pop tries, checks the safety
-	// checks of waiting pops (Stats).
-	storeCalls, checks atomic.Int64
+	// storeCalls counts the store calls of pop tries, scans those that
+	// read every cursor of their group, checks the safety checks of
+	// waiting pops (Stats).
+	storeCalls, scans, checks atomic.Int64
 
 	mu       sync.Mutex
 	queues   map[domain.QueueRef]*waitQueue
@@ -212,11 +215,16 @@ func (p *popper) run(job *popJob) {
 		p.b.finish(job.call)
 		return
 	}
+	// A pop that waits attaches to its queue; so does one of a queue that
+	// names no partition, to use and leave what the bridge knows of its
+	// group's ready partitions (waitQueue.empty).
+	anyPartition := job.req.Partition == "" && !job.ns
+	attached := waits || anyPartition
 	var seq uint64
 	var k known
-	if waits {
-		seq, k = p.attach(job.req.Queue, job.req.Group, job.req.Partition == "" && !job.ns)
-		if k.valid && !k.partial && len(k.cands) == 0 {
+	if attached {
+		seq, k = p.attach(job.req.Queue, job.req.Group, anyPartition)
+		if waits && k.valid && !k.partial && len(k.cands) == 0 {
 			// Nothing can be ready: wait on, or, at the deadline, answer
 			// that nothing came without asking PostgreSQL again.
 			if time.Now().Before(job.deadline) && p.park(job, seq, time.Time{}) {
@@ -248,13 +256,15 @@ func (p *popper) run(job *popJob) {
 		// 0.86-1.06 s, for reasons not found yet.
 		job.hint, began = "", time.Time{}
 		msgs, err = p.popCandidates(job, seq, k.cands)
-		if err == nil && len(msgs) == 0 && k.partial {
-			// Other partitions may be ready.
+		if err == nil && len(msgs) == 0 && (k.partial || !waits) {
+			// Other partitions may be ready; and a pop that does not
+			// wait answers that nothing is ready only once it has read
+			// every cursor (a lease may have expired meanwhile).
 			began = time.Now()
-			msgs, err = p.popAll(job, waits, began)
+			msgs, err = p.popAll(job, attached, began)
 		}
 	} else {
-		msgs, err = p.popAll(job, waits, began)
+		msgs, err = p.popAll(job, attached, began)
 	}
 	if job.ns {
 		began = time.Time{} // no empty marks: they are per queue
@@ -265,8 +275,10 @@ func (p *popper) run(job *popJob) {
 	if err == nil && len(msgs) == 0 && waits && time.Now().Before(job.deadline) && p.park(job, seq, began) {
 		return
 	}
-	if waits {
+	if attached {
 		p.detach(job.req.Queue)
+	}
+	if waits {
 		// Before the reply: a client that polls again at once finds its
 		// place free.
 		job.call.t.quota.longPollDone()
@@ -316,15 +328,18 @@ func (p *popper) pop(job *popJob) (domain.PopResult, error) {
 			}
 		}
 	}
+	if job.req.Partition == "" {
+		p.scans.Add(1)
+	}
 	return p.b.st.PopReport(ctx, job.req)
 }
 
 // popAll makes a store call that may read every cursor of the group (after
-// a hint, see pop) and learns from what it reports: waits says the job has
-// attached to its queue, began is when the call began.
-func (p *popper) popAll(job *popJob, waits bool, began time.Time) ([]domain.Message, error) {
+// a hint, see pop) and learns from what it reports: attached says the job
+// has attached to its queue, began is when the call began.
+func (p *popper) popAll(job *popJob, attached bool, began time.Time) ([]domain.Message, error) {
 	res, err := p.pop(job)
-	if err == nil && waits && len(res.Messages) > 0 && (res.ReadyKnown || len(res.Ready) > 0) {
+	if err == nil && attached && len(res.Messages) > 0 && (res.ReadyKnown || len(res.Ready) > 0) {
 		p.learn(job, began, res.Ready, !res.ReadyKnown)
 	}
 	return res.Messages, err
@@ -509,8 +524,28 @@ func (p *popper) detach(queue domain.QueueRef) {
 func (p *popper) detachLocked(queue domain.QueueRef) {
 	wq := p.queues[queue]
 	wq.refs--
-	if wq.refs == 0 {
+	if wq.refs == 0 && len(wq.empty) == 0 {
 		delete(p.queues, queue)
+	}
+}
+
+// pruneLocked drops the marks that have gone stale from the queues that
+// no pop uses, and those queues once they have none: marks outlive the
+// pops that made them (the next pop of the group uses them), for one
+// retry interval.
+func (p *popper) pruneLocked() {
+	for q, wq := range p.queues {
+		if wq.refs > 0 {
+			continue
+		}
+		for g, m := range wq.empty {
+			if time.Since(m.at) >= p.b.cfg.RetryInterval {
+				delete(wq.empty, g)
+			}
+		}
+		if len(wq.empty) == 0 {
+			delete(p.queues, q)
+		}
 	}
 }
 
@@ -784,6 +819,7 @@ func (p *popper) checkWaiters() {
 		group, partition string
 	}
 	p.mu.Lock()
+	p.pruneLocked()
 	var checks []domain.ReadyCheck
 	seen := map[key]bool{}
 	for q, wq := range p.queues {

@@ -1,0 +1,131 @@
+// Command scale measures what a queue's partition count costs: it creates
+// a queue of -partitions partitions, times a new group's first pop, puts
+// messages in -ready-pct of the partitions and times pops that name no
+// partition, the pop a consumer sends. Run it once per size against a
+// fresh broker, e.g. 200, 10000, 100000 and 1000000:
+//
+//	go run ./docs/benchmarks/scale -nats nats://127.0.0.1:4222 \
+//	    -postgres-url 'postgres://…' -partitions 1000000 -ready-pct 1 -pops 300
+//
+// It prints one line of figures: creation time, the first pop, pop
+// p50/p99, the database's size and, with -broker-pid, the broker's RSS.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
+
+	comb "github.com/combmq/comb/clients/go"
+)
+
+func main() {
+	natsURL := flag.String("nats", nats.DefaultURL, "Comb's NATS URL")
+	pgURL := flag.String("postgres-url", "", "Comb's PostgreSQL, for the database's size (optional)")
+	parts := flag.Int("partitions", 200, "partitions of the queue")
+	readyPct := flag.Float64("ready-pct", 1, "percent of the partitions given messages before the timed pops")
+	pops := flag.Int("pops", 300, "timed pops")
+	brokerPID := flag.Int("broker-pid", 0, "the broker's process, for its RSS (optional)")
+	flag.Parse()
+	ctx := context.Background()
+	nc, err := nats.Connect(*natsURL)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer nc.Close()
+	c := comb.New(nc, comb.WithTimeout(5*time.Minute))
+	queue := fmt.Sprintf("scale.p%d", *parts)
+	name := func(i int) string { return fmt.Sprintf("p%07d", i) }
+	push := func(ids []int) {
+		for len(ids) > 0 {
+			n := min(len(ids), 10000)
+			msgs := make([]comb.Message, n)
+			for k, i := range ids[:n] {
+				msgs[k] = comb.Message{Partition: name(i), Data: []byte("1")}
+			}
+			if _, err := c.Push(ctx, queue, msgs); err != nil {
+				log.Fatalf("push: %v", err)
+			}
+			ids = ids[n:]
+		}
+	}
+
+	// Every partition, one message each, 10,000 a push.
+	all := make([]int, *parts)
+	for i := range all {
+		all[i] = i
+	}
+	start := time.Now()
+	push(all)
+	created := time.Since(start)
+	fmt.Fprintf(os.Stderr, "created %d partitions in %s\n", *parts, created.Round(time.Millisecond))
+
+	// A new group's first pop, placed after everything: it makes the
+	// group's cursors and finds nothing.
+	start = time.Now()
+	if _, err := c.Pop(ctx, queue, comb.PopOptions{Group: "g", From: comb.FromNew, AutoAck: true}); err != nil {
+		log.Fatal(err)
+	}
+	firstPop := time.Since(start)
+
+	// Messages in ready-pct of the partitions, spread evenly, enough for
+	// every timed pop to find one.
+	ready := max(1, int(float64(*parts)**readyPct/100))
+	per := (*pops + ready - 1) / ready
+	var ids []int
+	for range per {
+		for r := range ready {
+			ids = append(ids, r*(*parts/ready))
+		}
+	}
+	push(ids)
+	lat := make([]time.Duration, 0, *pops)
+	for range *pops {
+		t := time.Now()
+		got, err := c.Pop(ctx, queue, comb.PopOptions{Group: "g", Max: 1, AutoAck: true})
+		if err != nil {
+			log.Fatal(err)
+		}
+		if len(got) != 1 {
+			log.Fatalf("a timed pop got %d messages", len(got))
+		}
+		lat = append(lat, time.Since(t))
+	}
+	slices.Sort(lat)
+	q := func(p float64) time.Duration { return lat[min(len(lat)-1, int(p*float64(len(lat))))] }
+
+	db := "-"
+	if *pgURL != "" {
+		conn, err := pgx.Connect(ctx, *pgURL)
+		if err != nil {
+			log.Fatal(err)
+		}
+		var size int64
+		if err := conn.QueryRow(ctx, `SELECT pg_database_size(current_database())`).Scan(&size); err != nil {
+			log.Fatal(err)
+		}
+		conn.Close(ctx)
+		db = fmt.Sprintf("%.0f MB", float64(size)/1e6)
+	}
+	rss := "-"
+	if *brokerPID > 0 {
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", *brokerPID)); err == nil {
+			for _, l := range strings.Split(string(b), "\n") {
+				if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+					rss = strings.TrimSpace(v)
+				}
+			}
+		}
+	}
+	fmt.Printf("scale: %d partitions (%d with messages): created in %s, a new group's first pop %s, pop p50 %s p99 %s over %d pops, db %s, broker rss %s\n",
+		*parts, ready, created.Round(time.Millisecond), firstPop.Round(time.Millisecond),
+		q(0.50).Round(10*time.Microsecond), q(0.99).Round(10*time.Microsecond), len(lat), db, rss)
+}
