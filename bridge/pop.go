@@ -340,18 +340,37 @@ func (p *popper) pop(job *popJob) (domain.PopResult, error) {
 func (p *popper) popAll(job *popJob, attached bool, began time.Time) ([]domain.Message, error) {
 	res, err := p.pop(job)
 	if err == nil && attached && len(res.Messages) > 0 && (res.ReadyKnown || len(res.Ready) > 0) {
-		p.learn(job, began, res.Ready, !res.ReadyKnown)
+		p.learn(job, began, stillReady(job, res), !res.ReadyKnown)
 	}
 	return res.Messages, err
+}
+
+// stillReady is what a pop that leased something leaves ready: the
+// partitions it reported ready and did not lease and, for a pop with
+// auto-ack, the partitions it delivered from. Those have no lease after
+// it, and may hold more than it took (its max, or its bytes, ran out):
+// no ack will come to wake their pops, so they stay candidates until a
+// pop finds them empty.
+func stillReady(job *popJob, res domain.PopResult) []string {
+	if !job.req.AutoAck {
+		return res.Ready
+	}
+	out := slices.Clone(res.Ready)
+	for _, m := range res.Messages {
+		if !slices.Contains(out, m.Partition) {
+			out = append(out, m.Partition)
+		}
+	}
+	return out
 }
 
 // learn marks job's group as known when a pop that read every cursor of
 // the group leased something and saw all the other ready partitions
 // (ready) as its statement began, which was after began: from then on only
 // those, and those wake-ups named since began, can be ready, until the
-// retry interval has passed. Too many of them leave the group unmarked.
-// With partial, ready are only some of the ready partitions: the mark is
-// partial (see emptyMark).
+// retry interval has passed. Too many of them make a partial mark of the
+// first. With partial, ready are only some of the ready partitions: the
+// mark is partial (see emptyMark).
 func (p *popper) learn(job *popJob, began time.Time, ready []string, partial bool) {
 	if job.ns || job.req.Partition != "" {
 		return
@@ -373,7 +392,10 @@ func (p *popper) learn(job *popJob, began time.Time, ready []string, partial boo
 		}
 	}
 	if len(m.cands) > maxCandidates {
-		return
+		// Too many to try by key: keep the first (the least recently
+		// leased), as a partial mark, whose pops read every cursor before
+		// they take the group for empty.
+		m.cands, m.partial = m.cands[:maxCandidates], true
 	}
 	wq.empty[job.req.Group] = m
 }
@@ -396,8 +418,11 @@ func (p *popper) popCandidates(job *popJob, seq uint64, cands []string) ([]domai
 	}
 	done := cands
 	if len(res.Messages) > 0 {
-		// What it did not report ready it leased, or found empty.
-		done = slices.DeleteFunc(slices.Clone(cands), func(c string) bool { return slices.Contains(res.Ready, c) })
+		// What it did not report ready it leased, or found empty. Under
+		// auto-ack, what it leased is settled at once and its partition
+		// may hold more (see stillReady).
+		still := stillReady(job, res)
+		done = slices.DeleteFunc(slices.Clone(cands), func(c string) bool { return slices.Contains(still, c) })
 	}
 	p.forgetCandidates(job.req.Queue, job.req.Group, seq, done)
 	return res.Messages, nil

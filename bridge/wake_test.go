@@ -320,8 +320,8 @@ func testCall() *call { return &call{t: &tenant{quota: newQuota(Quota{})}} }
 
 // A pop that read every cursor and saw all the ready partitions leaves its
 // group known: only those, and the partitions wake-ups named since its
-// store call began, can be ready. A wake-up naming every partition since,
-// or too many candidates, leaves it unknown.
+// store call began, can be ready. A wake-up naming every partition since
+// leaves it unknown; too many candidates make a partial mark of the first.
 func TestLearnMarksKnownGroup(t *testing.T) {
 	t.Parallel()
 	b := &Bridge{cfg: Config{MaxPops: 100, RetryInterval: time.Hour}}
@@ -353,7 +353,9 @@ func TestLearnMarksKnownGroup(t *testing.T) {
 	}
 	p.learn(job, time.Now(), many, false)
 	_, k = p.attach(q, "g", true)
-	require.False(t, k.valid, "too many candidates")
+	require.True(t, k.valid)
+	require.True(t, k.partial, "too many candidates: the first, as a partial mark")
+	require.Equal(t, many[:maxCandidates], k.cands)
 
 	// Some of the ready partitions: a partial mark, whose pops read every
 	// cursor when none of its candidates is ready, and never wait on it.
