@@ -88,6 +88,20 @@ type emptyMark struct {
 	at      time.Time
 	cands   []candidate
 	partial bool
+	// checked marks a mark the safety check made (markCheckedLocked):
+	// the next check replaces or drops it, so it holds for two retry
+	// intervals, not one, and a pop between two checks never finds it
+	// just gone stale.
+	checked bool
+}
+
+// fresh reports whether the mark still holds, retry being the retry
+// interval.
+func (m *emptyMark) fresh(retry time.Duration) bool {
+	if m.checked {
+		retry *= 2
+	}
+	return time.Since(m.at) < retry
 }
 
 // candidate is a partition a wake-up named, and the wake sequence it was
@@ -529,7 +543,7 @@ func (p *popper) attach(queue domain.QueueRef, group string, anyPartition bool) 
 		p.queues[queue] = wq
 	}
 	wq.refs++
-	if m, ok := wq.empty[group]; anyPartition && ok && time.Since(m.at) < p.b.cfg.RetryInterval {
+	if m, ok := wq.empty[group]; anyPartition && ok && m.fresh(p.b.cfg.RetryInterval) {
 		k.valid, k.partial = true, m.partial
 		for _, c := range m.cands {
 			k.cands = append(k.cands, c.partition)
@@ -564,7 +578,7 @@ func (p *popper) pruneLocked() {
 			continue
 		}
 		for g, m := range wq.empty {
-			if time.Since(m.at) >= p.b.cfg.RetryInterval {
+			if !m.fresh(p.b.cfg.RetryInterval) {
 				delete(wq.empty, g)
 			}
 		}
@@ -908,7 +922,7 @@ func (p *popper) markCheckedLocked(wq *waitQueue, queue domain.QueueRef, group s
 	if all {
 		return
 	}
-	m := &emptyMark{at: began}
+	m := &emptyMark{at: began, checked: true}
 	if old := wq.empty[group]; old != nil {
 		if old.at.After(began) {
 			return // it knows more than the check
