@@ -614,10 +614,13 @@ func hbaTrusts(conf []byte) bool {
 // combinedOutput runs a command that c.tool made and returns its output.
 // The tool's parent-death signal fires when the thread that forked it
 // exits, not the process (as for the server, see start): it runs from a
-// goroutine locked to its thread until the tool has exited. Unlocked, a
-// fork from a thread that the runtime retired meanwhile got SIGKILL: a
-// local CI run saw pg_ctl promote end "signal: killed" with nothing else
-// that sends it one, which this rules out.
+// goroutine locked to its thread until the tool has exited, and unlocked
+// then: a goroutine that ends locked makes the runtime retire its thread,
+// which kills every other child that thread forked with a parent-death
+// signal. Unlocked while it ran, a fork from a thread that the runtime
+// retired meanwhile (a locked goroutine ended on it) got SIGKILL: a local
+// CI run saw pg_ctl promote end "signal: killed" with nothing else that
+// sends it one.
 func combinedOutput(cmd *exec.Cmd) ([]byte, error) {
 	type result struct {
 		out []byte
@@ -625,7 +628,8 @@ func combinedOutput(cmd *exec.Cmd) ([]byte, error) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		runtime.LockOSThread() // never unlocked: the thread goes with the goroutine
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
 		out, err := cmd.CombinedOutput()
 		done <- result{out, err}
 	}()
@@ -850,10 +854,14 @@ func (c *Cluster) launch(ctx context.Context) error {
 	started := make(chan error, 1)
 	go func() {
 		// The parent-death signal fires when the thread that forked the
-		// server exits, not the process. Keep this goroutine, and so its
-		// thread, alive until the server exits; the runtime then retires
-		// the locked thread, which no longer matters.
+		// server exits, not the process. Keep this goroutine on its
+		// thread until the server exits, then let the thread go back to
+		// the runtime: a goroutine that ends locked makes the runtime
+		// retire its thread, and with it every other child that thread
+		// forked earlier with a parent-death signal (a test's `comb
+		// serve` got SIGKILL when the test stopped PostgreSQL).
 		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
 		if err := cmd.Start(); err != nil {
 			started <- err
 			return
