@@ -215,6 +215,8 @@ func TestMetricsMoveWithTraffic(t *testing.T) {
 	require.Equal(t, 5.0, s.value("comb_request_duration_seconds", map[string]string{"tenant": "", "verb": "pop"}))
 	require.Equal(t, 1.0, s.value("comb_store_figures_up", nil))
 	require.Equal(t, 0.0, s.value("comb_requests_in_flight", nil))
+	require.Positive(t, s.value("comb_pop_store_calls_total", nil), "the pops above")
+	require.LessOrEqual(t, s.value("comb_pop_scans_total", nil), s.value("comb_pop_store_calls_total", nil))
 }
 
 func TestMetricsCapQueues(t *testing.T) {

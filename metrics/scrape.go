@@ -36,6 +36,9 @@ var (
 	descWaiting    = prometheus.NewDesc("comb_pops_waiting", "Pops long-polling on the bridge.", nil, nil)
 	descOverloaded = prometheus.NewDesc("comb_requests_overloaded_total", "Requests refused with 429 because one of the bridge's bounds was reached.", nil, nil)
 	descErrors     = prometheus.NewDesc("comb_request_errors_total", "Error replies of every kind.", nil, nil)
+	descPopCalls   = prometheus.NewDesc("comb_pop_store_calls_total", "Store calls of pops.", nil, nil)
+	descPopScans   = prometheus.NewDesc("comb_pop_scans_total", "Store calls of pops that read every cursor of their group (the others find cursors by key).", nil, nil)
+	descChecks     = prometheus.NewDesc("comb_pop_waiter_checks_total", "Safety checks of the long-polling pops: one statement each for all of them.", nil, nil)
 
 	descSpoolBytes   = prometheus.NewDesc("comb_spool_bytes", "Bytes of the spool's files (pushes taken while PostgreSQL was away or in maintenance).", nil, nil)
 	descSpoolRecords = prometheus.NewDesc("comb_spool_records", "Spooled push requests not yet drained into PostgreSQL.", nil, nil)
@@ -46,7 +49,7 @@ var (
 func (c *scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descDepth, descLag, descActive, descExpired, descFigsUp, descFigsRows,
 		descPoolAcquired, descPoolIdle, descPoolTotal, descPoolMax, descPoolAcq, descPoolEmpty, descPoolWait, descPoolCanceled,
-		descInFlight, descWaiting, descOverloaded, descErrors,
+		descInFlight, descWaiting, descOverloaded, descErrors, descPopCalls, descPopScans, descChecks,
 		descSpoolBytes, descSpoolRecords, descSpoolOldest, descSpoolDrained} {
 		ch <- d
 	}
@@ -130,5 +133,8 @@ func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descWaiting, prometheus.GaugeValue, float64(s.Waiting))
 		ch <- prometheus.MustNewConstMetric(descOverloaded, prometheus.CounterValue, float64(s.Overloaded))
 		ch <- prometheus.MustNewConstMetric(descErrors, prometheus.CounterValue, float64(s.Errors))
+		ch <- prometheus.MustNewConstMetric(descPopCalls, prometheus.CounterValue, float64(s.PopStoreCalls))
+		ch <- prometheus.MustNewConstMetric(descPopScans, prometheus.CounterValue, float64(s.PopScans))
+		ch <- prometheus.MustNewConstMetric(descChecks, prometheus.CounterValue, float64(s.WaiterChecks))
 	}
 }
