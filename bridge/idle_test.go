@@ -117,29 +117,11 @@ func TestPopsWithoutWaitUseCandidates(t *testing.T) {
 	t.Parallel()
 	env := combtest.Start(t)
 	nc := env.NC
-	var sb strings.Builder
-	sb.WriteString(`{"messages":[`)
-	for i := range 2000 {
-		if i > 0 {
-			sb.WriteByte(',')
-		}
-		fmt.Fprintf(&sb, `{"partition":"p%04d","data":%d}`, i, i)
-	}
-	sb.WriteString(`]}`)
-	push(t, nc, "wide", sb.String())
+	push(t, nc, "wide", messagesBody(2000, func(i int) (string, int) { return fmt.Sprintf("p%04d", i), i }))
 	// The group starts past all of that; then 100 partitions get one
 	// message each, and one more is leased briefly and abandoned.
 	require.Empty(t, pop(t, nc, "wide", `{"from":"new","auto_ack":true}`))
-	sb.Reset()
-	sb.WriteString(`{"messages":[`)
-	for i := range 101 {
-		if i > 0 {
-			sb.WriteByte(',')
-		}
-		fmt.Fprintf(&sb, `{"partition":"p%04d","data":%d}`, i*19, i*19)
-	}
-	sb.WriteString(`]}`)
-	push(t, nc, "wide", sb.String())
+	push(t, nc, "wide", messagesBody(101, func(i int) (string, int) { return fmt.Sprintf("p%04d", i*19), i * 19 }))
 	abandoned := pop(t, nc, "wide", `{"partition":"p1900","lease_ms":300}`)
 	require.Len(t, abandoned, 1)
 
@@ -171,16 +153,7 @@ func TestAutoAckLeftoversStayCandidates(t *testing.T) {
 	t.Parallel()
 	env := combtest.Start(t)
 	nc := env.NC
-	var sb strings.Builder
-	sb.WriteString(`{"messages":[`)
-	for i := range 3000 {
-		if i > 0 {
-			sb.WriteByte(',')
-		}
-		fmt.Fprintf(&sb, `{"partition":"p%d","data":%d}`, i%4, i)
-	}
-	sb.WriteString(`]}`)
-	push(t, nc, "left", sb.String())
+	push(t, nc, "left", messagesBody(3000, func(i int) (string, int) { return fmt.Sprint("p", i%4), i }))
 	for _, shape := range []string{`"partitions":8,"max":1000`, `"max":300`} {
 		group := strings.NewReplacer(`"`, "", ":", "", ",", "-").Replace(shape)
 		got, empty := 0, 0

@@ -391,27 +391,31 @@ func (p *popper) learn(job *popJob, began time.Time, ready []string, partial boo
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	wq := p.queues[job.req.Queue]
-	if wq == nil {
-		return
+	if wq := p.queues[job.req.Queue]; wq != nil {
+		p.markLocked(wq, job.req.Queue, job.req.Group, &emptyMark{at: began, partial: partial}, ready)
 	}
-	named, all := p.log.namedAfter(job.req.Queue, began)
+}
+
+// markLocked leaves m as group's mark, with candidates parts and the
+// partitions that wake-ups named since m.at, unless a wake-up since named
+// every partition (then it leaves the marks as they are: that wake-up
+// dropped them). Too many candidates to try by key keep the first (the
+// least recently leased) as a partial mark, whose pops read every cursor
+// before they take the group for empty.
+func (p *popper) markLocked(wq *waitQueue, queue domain.QueueRef, group string, m *emptyMark, parts []string) {
+	named, all := p.log.namedAfter(queue, m.at)
 	if all {
 		return
 	}
-	m := &emptyMark{at: began, partial: partial}
-	for _, part := range slices.Concat(ready, named) {
+	for _, part := range slices.Concat(parts, named) {
 		if !slices.ContainsFunc(m.cands, func(c candidate) bool { return c.partition == part }) {
 			m.cands = append(m.cands, candidate{part, wq.seq})
 		}
 	}
 	if len(m.cands) > maxCandidates {
-		// Too many to try by key: keep the first (the least recently
-		// leased), as a partial mark, whose pops read every cursor before
-		// they take the group for empty.
 		m.cands, m.partial = m.cands[:maxCandidates], true
 	}
-	wq.empty[job.req.Group] = m
+	wq.empty[group] = m
 }
 
 // popCandidates pops a known group from its candidate partitions only, in
@@ -915,30 +919,18 @@ func (p *popper) checkWaiters() {
 
 // markCheckedLocked marks group as known to have nothing ready as of
 // began, when the safety check found nothing: only the partitions wake-ups
-// named since, or that its mark still held, can be ready. It leaves the
-// group unmarked when a wake-up since named every partition, or too many.
+// named since, or that its mark still held, can be ready (markLocked).
 func (p *popper) markCheckedLocked(wq *waitQueue, queue domain.QueueRef, group string, began time.Time) {
-	named, all := p.log.namedAfter(queue, began)
-	if all {
-		return
-	}
-	m := &emptyMark{at: began, checked: true}
+	var kept []string
 	if old := wq.empty[group]; old != nil {
 		if old.at.After(began) {
 			return // it knows more than the check
 		}
-		m.cands = slices.Clone(old.cands)
-	}
-	for _, part := range named {
-		if !slices.ContainsFunc(m.cands, func(c candidate) bool { return c.partition == part }) {
-			m.cands = append(m.cands, candidate{part, wq.seq})
+		for _, c := range old.cands {
+			kept = append(kept, c.partition)
 		}
 	}
-	if len(m.cands) > maxCandidates {
-		delete(wq.empty, group)
-		return
-	}
-	wq.empty[group] = m
+	p.markLocked(wq, queue, group, &emptyMark{at: began, checked: true}, kept)
 }
 
 func (p *popper) stop() {

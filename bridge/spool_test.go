@@ -32,9 +32,16 @@ func maintenance(t *testing.T, env *combtest.Env, body string) protocol.Maintena
 }
 
 func pushBody(from, n int) string {
-	var msgs []string
-	for i := from; i < from+n; i++ {
-		msgs = append(msgs, fmt.Sprintf(`{"partition":"p","data":%d}`, i))
+	return messagesBody(n, func(i int) (string, int) { return "p", from + i })
+}
+
+// messagesBody is a push body of n messages, message i in the partition
+// and with the JSON number data that of returns.
+func messagesBody(n int, of func(i int) (partition string, data int)) string {
+	msgs := make([]string, n)
+	for i := range msgs {
+		p, d := of(i)
+		msgs[i] = fmt.Sprintf(`{"partition":%q,"data":%d}`, p, d)
 	}
 	return `{"messages":[` + strings.Join(msgs, ",") + `]}`
 }

@@ -2,7 +2,6 @@ package loadtest
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -16,6 +15,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/combmq/comb/internal/procstat"
 )
 
 // The sampler reads, once a second:
@@ -34,10 +35,6 @@ import (
 //     the URL's database.
 //
 // A figure it cannot read is NaN, written as an empty CSV cell.
-
-// clockTicks is USER_HZ, the unit of /proc CPU times: 100 on every Linux
-// architecture Go supports.
-const clockTicks = 100
 
 // resourceSample is one second's resource figures; rates are per second
 // over the time since the previous sample.
@@ -114,7 +111,7 @@ func (s *sampler) sample() resourceSample {
 	}
 
 	procCPU := func(role string, pid int) float64 {
-		t, ok := readProcTicks(pid)
+		t, ok := procstat.CPUTicks(pid)
 		if !ok {
 			delete(s.cpu, role)
 			return nan
@@ -124,11 +121,11 @@ func (s *sampler) sample() resourceSample {
 		if !had {
 			return nan
 		}
-		return rate(t, prev) / clockTicks
+		return rate(t, prev) / procstat.ClockTicks
 	}
 	if s.brokerPID > 0 {
 		out.BrokerCPU = procCPU("broker", s.brokerPID)
-		out.BrokerRSS = readRSS(s.brokerPID)
+		out.BrokerRSS = procstat.RSS(s.brokerPID)
 	}
 	out.LoaderCPU = procCPU("loader", s.selfPID)
 	if s.samplePG {
@@ -172,14 +169,14 @@ func (s *sampler) sample() resourceSample {
 // Each process's ticks are compared with its own previous reading, so
 // backends that come and go do not skew the sum.
 func (s *sampler) pgCPU(dt float64) float64 {
-	pids := postgresPIDs(s.postmaster)
+	pids := procstat.PostgresPIDs(s.postmaster)
 	if len(pids) == 0 || dt <= 0 {
 		return math.NaN()
 	}
 	total := 0.0
 	next := make(map[int]float64, len(pids))
 	for _, pid := range pids {
-		t, ok := readProcTicks(pid)
+		t, ok := procstat.CPUTicks(pid)
 		if !ok {
 			continue
 		}
@@ -195,89 +192,7 @@ func (s *sampler) pgCPU(dt float64) float64 {
 	if !s.primed {
 		return math.NaN()
 	}
-	return total / clockTicks / dt
-}
-
-// postgresPIDs returns the postmaster and its children, or, with no
-// postmaster known, every process named postgres.
-func postgresPIDs(postmaster int) []int {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		comm, fields, ok := splitStat(stat)
-		if !ok {
-			continue
-		}
-		if postmaster > 0 {
-			ppid, _ := strconv.Atoi(fields[1])
-			if pid == postmaster || ppid == postmaster {
-				out = append(out, pid)
-			}
-			continue
-		}
-		if comm == "postgres" {
-			out = append(out, pid)
-		}
-	}
-	return out
-}
-
-// splitStat splits /proc/<pid>/stat into the command name and the fields
-// after it (fields[0] is the state, field 3 of proc(5)).
-func splitStat(b []byte) (string, []string, bool) {
-	open := bytes.IndexByte(b, '(')
-	closing := bytes.LastIndexByte(b, ')')
-	if open < 0 || closing < open {
-		return "", nil, false
-	}
-	return string(b[open+1 : closing]), strings.Fields(string(b[closing+1:])), true
-}
-
-// readProcTicks returns a process's user plus system CPU time in ticks.
-func readProcTicks(pid int) (float64, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, false
-	}
-	_, f, ok := splitStat(b)
-	// utime and stime are fields 14 and 15 of proc(5): f[11] and f[12].
-	if !ok || len(f) < 13 {
-		return 0, false
-	}
-	u, err1 := strconv.ParseFloat(f[11], 64)
-	st, err2 := strconv.ParseFloat(f[12], 64)
-	if err1 != nil || err2 != nil {
-		return 0, false
-	}
-	return u + st, true
-}
-
-// readRSS returns a process's resident memory in MB, NaN if unreadable.
-func readRSS(pid int) float64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/statm")
-	if err != nil {
-		return math.NaN()
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 2 {
-		return math.NaN()
-	}
-	pages, err := strconv.ParseFloat(f[1], 64)
-	if err != nil {
-		return math.NaN()
-	}
-	return pages * float64(os.Getpagesize()) / 1e6
+	return total / procstat.ClockTicks / dt
 }
 
 // readPostmasterPID reads the first line of a data directory's

@@ -86,6 +86,25 @@ const delayedEnd = `coalesce((
         WHERE s.partition_id = p.id AND s.created_at <= now() - $9::bigint * interval '1 millisecond'
         ORDER BY s.base_offset DESC LIMIT 1), p.low_offset)`
 
+// cursorReady is the condition of a cursor c that a pop may lease, end
+// being its partition p's ready end: messages past what the group has
+// committed, and no live lease. A group holds at most one lease per
+// partition, so it gets a partition's messages in offset order.
+func cursorReady(end string) string {
+	return end + ` > greatest(c.committed, p.low_offset) AND (c.lease_id IS NULL OR c.lease_until < now())`
+}
+
+// groupMayPop is the test that a pop of group (an SQL expression) on the
+// queue whose id is qid may find messages: one of its cursors is ready at
+// its partition's end. It leaves out holds and queue delays, so it may say
+// yes where a pop would find nothing yet, never no where it would find
+// something.
+func groupMayPop(qid, group string) string {
+	return `EXISTS (
+        SELECT 1 FROM comb_cursors c JOIN comb_partitions p ON p.id = c.partition_id
+        WHERE c.queue_id = ` + qid + ` AND c.group_name = ` + group + ` AND ` + cursorReady(`p.next_offset`) + `)`
+}
+
 // popOne is the statement of a pop that names its partition: cand claims
 // its one cursor, and it reports no other partitions.
 func popOne(end string) string {
@@ -95,13 +114,11 @@ WITH cand AS (
            r.next_offset, p.name
     FROM comb_cursors c JOIN comb_partitions p ON p.id = c.partition_id
     CROSS JOIN LATERAL (SELECT %s AS next_offset) r
-    WHERE %s
-      AND r.next_offset > greatest(c.committed, p.low_offset)
-      AND (c.lease_id IS NULL OR c.lease_until < now())
+    WHERE %s AND %s
     ORDER BY c.leased_at NULLS FIRST, c.partition_id
     LIMIT $4
     FOR UPDATE OF c SKIP LOCKED
-)`, end, onePartition) + popTail(`NULL::text[], 0::bigint`)
+)`, end, onePartition, cursorReady(`r.next_offset`)) + popTail(`NULL::text[], 0::bigint`)
 }
 
 // popScan is the statement of a pop that reads many cursors (where): ready
@@ -114,9 +131,7 @@ WITH ready AS MATERIALIZED (
     SELECT c.partition_id, c.leased_at, p.name
     FROM comb_cursors c JOIN comb_partitions p ON p.id = c.partition_id
     CROSS JOIN LATERAL (SELECT %[1]s AS next_offset) r
-    WHERE %[2]s
-      AND r.next_offset > greatest(c.committed, p.low_offset)
-      AND (c.lease_id IS NULL OR c.lease_until < now())
+    WHERE %[2]s AND %[4]s
     ORDER BY c.leased_at NULLS FIRST, c.partition_id
     LIMIT $4 + %[3]d
 ), cand AS (
@@ -125,12 +140,11 @@ WITH ready AS MATERIALIZED (
     FROM ready x JOIN comb_cursors c ON c.partition_id = x.partition_id AND c.group_name = $2
     JOIN comb_partitions p ON p.id = c.partition_id
     CROSS JOIN LATERAL (SELECT %[1]s AS next_offset) r
-    WHERE r.next_offset > greatest(c.committed, p.low_offset)
-      AND (c.lease_id IS NULL OR c.lease_until < now())
+    WHERE %[4]s
     ORDER BY x.leased_at NULLS FIRST, x.partition_id
     LIMIT $4
     FOR UPDATE OF c SKIP LOCKED
-)`, end, where, readyReportMax) + popTail(`(SELECT array_agg(x.name ORDER BY x.leased_at NULLS FIRST, x.partition_id) FROM ready x
+)`, end, where, readyReportMax, cursorReady(`r.next_offset`)) + popTail(`(SELECT array_agg(x.name ORDER BY x.leased_at NULLS FIRST, x.partition_id) FROM ready x
         WHERE NOT EXISTS (SELECT 1 FROM upd w WHERE w.partition_id = x.partition_id)),
        (SELECT count(*) FROM ready)`)
 }

@@ -10,28 +10,20 @@ import (
 )
 
 // anyReadySQL answers, for each check ($1..$4: tenants, queues, groups,
-// partitions, "" for any), whether its group may have messages to pop:
-// a cursor behind its partition's end with no live lease, as a pop finds
-// it (popScan), in the named partition or in any. It leaves out holds and
-// queue delays, so it may say yes where a pop would find nothing yet, never
-// no where a pop would find something. A queue that does not exist says
-// yes too: a pop there answers 404. The queue comes by name, so it costs
-// no lookup of its id.
-const anyReadySQL = `
+// partitions, "" for any), whether its group may have messages to pop, in
+// the named partition or in any (groupMayPop, cursorReady: holds and
+// queue delays left out). A queue that does not exist says yes too: a pop
+// there answers 404. The queue comes by name, so it costs no lookup of
+// its id.
+var anyReadySQL = `
 SELECT k.i
 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS k(tenant, queue, grp, part, i)
 LEFT JOIN comb_queues q ON q.tenant = k.tenant AND q.name = k.queue
 WHERE q.id IS NULL
-   OR (k.part = '' AND EXISTS (
-        SELECT 1 FROM comb_cursors c JOIN comb_partitions p ON p.id = c.partition_id
-        WHERE c.queue_id = q.id AND c.group_name = k.grp
-          AND p.next_offset > greatest(c.committed, p.low_offset)
-          AND (c.lease_id IS NULL OR c.lease_until < now())))
+   OR (k.part = '' AND ` + groupMayPop(`q.id`, `k.grp`) + `)
    OR (k.part <> '' AND EXISTS (
         SELECT 1 FROM comb_partitions p JOIN comb_cursors c ON c.partition_id = p.id AND c.group_name = k.grp
-        WHERE p.queue_id = q.id AND p.name = k.part
-          AND p.next_offset > greatest(c.committed, p.low_offset)
-          AND (c.lease_id IS NULL OR c.lease_until < now())))`
+        WHERE p.queue_id = q.id AND p.name = k.part AND ` + cursorReady(`p.next_offset`) + `))`
 
 // AnyReady reports, for each check, whether a pop of it may find messages
 // now (see anyReadySQL): the safety net of parked long polls, one

@@ -21,7 +21,9 @@ func (q queueRow) ref() domain.QueueRef { return domain.QueueRef{Tenant: q.Tenan
 
 // configDoc is a queue's settings as stored in comb_queues.config. It is the
 // database's format, kept apart from the domain type and the wire's so that
-// neither can change what is on disk by accident.
+// neither can change what is on disk by accident. The sweeper's statements
+// read dedup_window_s, completed_retention_s and max_age_s by these names,
+// a missing one as 0, their default (lifecycle.go).
 type configDoc struct {
 	LeaseMS             int64 `json:"lease_ms"`
 	MaxAttempts         int64 `json:"max_attempts"`

@@ -208,6 +208,20 @@ func queueParam(q url.Values) (domain.QueueRef, error) {
 	return ref, nil
 }
 
+// limitParam is a page's ?limit=: def when it is missing, else a number
+// from 1 to most.
+func limitParam(q url.Values, def, most int) (int, error) {
+	s := q.Get("limit")
+	if s == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > most {
+		return 0, fmt.Errorf("%w: limit %q: want 1 to %d", domain.ErrInvalid, s, most)
+	}
+	return n, nil
+}
+
 // errorText is err's message without a protocol error's wire code: the
 // HTTP status says it.
 func errorText(err error) string {
@@ -238,13 +252,9 @@ func (p *Page) handleQueue(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > protocol.MaxInfoLimit {
-			writeError(w, fmt.Errorf("%w: limit %q: want 1 to %d", domain.ErrInvalid, s, protocol.MaxInfoLimit))
-			return
-		}
-		params.Limit = n
+	if params.Limit, err = limitParam(q, params.Limit, protocol.MaxInfoLimit); err != nil {
+		writeError(w, err)
+		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
@@ -270,13 +280,9 @@ func (p *Page) handleDLQ(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	params := domain.DLQParams{Queue: ref, Group: q.Get("group"), After: q.Get("after"), Limit: 50}
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > protocol.MaxDLQLimit {
-			writeError(w, fmt.Errorf("%w: limit %q: want 1 to %d", domain.ErrInvalid, s, protocol.MaxDLQLimit))
-			return
-		}
-		params.Limit = n
+	if params.Limit, err = limitParam(q, params.Limit, protocol.MaxDLQLimit); err != nil {
+		writeError(w, err)
+		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()

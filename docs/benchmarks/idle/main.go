@@ -19,9 +19,6 @@ import (
 	"fmt"
 	"log"
 	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,6 +27,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	comb "github.com/combmq/comb/clients/go"
+	"github.com/combmq/comb/internal/procstat"
 )
 
 func main() {
@@ -138,27 +136,13 @@ func main() {
 }
 
 // postgresCPU returns the CPU seconds of this host's processes named
-// postgres, from /proc (Linux; 100 clock ticks a second).
+// postgres.
 func postgresCPU() float64 {
-	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-	var ticks int64
-	for _, f := range stats {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
+	var ticks float64
+	for _, pid := range procstat.PostgresPIDs(0) {
+		if t, ok := procstat.CPUTicks(pid); ok {
+			ticks += t
 		}
-		s := string(b)
-		i, j := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-		if i < 0 || j < i || s[i+1:j] != "postgres" {
-			continue
-		}
-		fields := strings.Fields(s[j+1:])
-		if len(fields) < 13 {
-			continue
-		}
-		u, _ := strconv.ParseInt(fields[11], 10, 64) // utime, field 14
-		k, _ := strconv.ParseInt(fields[12], 10, 64) // stime, field 15
-		ticks += u + k
 	}
-	return float64(ticks) / 100
+	return ticks / procstat.ClockTicks
 }

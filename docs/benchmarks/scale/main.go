@@ -18,13 +18,13 @@ import (
 	"log"
 	"os"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
 
 	comb "github.com/combmq/comb/clients/go"
+	"github.com/combmq/comb/internal/procstat"
 )
 
 func main() {
@@ -117,13 +117,7 @@ func main() {
 	}
 	rss := "-"
 	if *brokerPID > 0 {
-		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", *brokerPID)); err == nil {
-			for _, l := range strings.Split(string(b), "\n") {
-				if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
-					rss = strings.TrimSpace(v)
-				}
-			}
-		}
+		rss = fmt.Sprintf("%.0f MB", procstat.RSS(*brokerPID))
 	}
 	fmt.Printf("scale: %d partitions (%d with messages): created in %s, a new group's first pop %s, pop p50 %s p99 %s over %d pops, db %s, broker rss %s\n",
 		*parts, ready, created.Round(time.Millisecond), firstPop.Round(time.Millisecond),
