@@ -69,13 +69,13 @@ WHERE EXISTS (SELECT 1 FROM upd)`
 const sweepStep = 1000
 
 // sweepDedupSQL forgets, in one statement for every queue, at most $1
-// producer ids older than their queue's dedup window (all of them where
-// dedup is off). The first condition lets the BRIN index on created_at
+// sets of producer ids (one per partition per push transaction) older than
+// their queue's dedup window (all of them where dedup is off). The first condition lets the BRIN index on created_at
 // skip what is younger than the shortest window of any queue; rows of a
 // queue with dedup off wait for that too when another queue has it on.
 const sweepDedupSQL = `
-DELETE FROM comb_dedup WHERE ctid = ANY(ARRAY(
-    SELECT d.ctid FROM comb_dedup d JOIN comb_queues q ON q.id = d.queue_id
+DELETE FROM comb_dedup_sets WHERE ctid = ANY(ARRAY(
+    SELECT d.ctid FROM comb_dedup_sets d JOIN comb_queues q ON q.id = d.queue_id
     WHERE d.created_at < now() - (
             SELECT coalesce(min(w), 0) FROM (SELECT (config->>'dedup_window_s')::bigint AS w FROM comb_queues) x WHERE w > 0
           ) * interval '1 second'
@@ -124,7 +124,7 @@ func (s *Store) Sweep(ctx context.Context) (SweepStats, error) {
 	var cands []cand
 	b := &pgx.Batch{}
 	b.Queue(sweepDedupSQL, sweepStep*10).Exec(func(tag pgconn.CommandTag) error {
-		st.DedupIDs = tag.RowsAffected()
+		st.DedupSets = tag.RowsAffected()
 		return nil
 	})
 	b.Queue(sweepHoldsSQL, sweepStep*10).Exec(func(tag pgconn.CommandTag) error {
@@ -143,7 +143,7 @@ func (s *Store) Sweep(ctx context.Context) (SweepStats, error) {
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return st, fmt.Errorf("sweep: %w", classify(err))
 	}
-	st.More = st.DedupIDs == sweepStep*10 || st.Holds == sweepStep*10 || len(cands) == sweepStep*10
+	st.More = st.DedupSets == sweepStep*10 || st.Holds == sweepStep*10 || len(cands) == sweepStep*10
 	for _, c := range cands {
 		var segs, msgs, bytes int64
 		if err := s.pool.QueryRow(ctx, sweepSegmentsSQL, c.pid, c.ret, c.committed, c.age, sweepStep).
@@ -172,15 +172,18 @@ func (s *Store) RunSweeper(ctx context.Context, interval time.Duration) {
 	var lead sweepLeader
 	defer lead.resign()
 	for {
+		// Every broker forgets its own dedup sets past their window,
+		// leader or not.
+		s.dedup.expire(time.Now())
 		st, err := s.sweepIfLeader(ctx, &lead)
 		switch {
 		case errors.Is(err, context.Canceled) || ctx.Err() != nil:
 			return
 		case err != nil:
 			s.log.Warn("retention sweep failed", "err", err)
-		case st.Segments > 0 || st.DedupIDs > 0 || st.Slots != (SlotStats{}):
+		case st.Segments > 0 || st.DedupSets > 0 || st.Slots != (SlotStats{}):
 			s.log.Debug("retention sweep", "segments", st.Segments, "messages", st.Messages,
-				"bytes", st.Bytes, "dedup_ids", st.DedupIDs, "slots_truncated", st.Slots.Truncated,
+				"bytes", st.Bytes, "dedup_sets", st.DedupSets, "slots_truncated", st.Slots.Truncated,
 				"segments_moved", st.Slots.Moved)
 		}
 		if err == nil && st.More {

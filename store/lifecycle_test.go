@@ -2,10 +2,15 @@ package store_test
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/combmq/comb/domain"
 	"github.com/combmq/comb/protocol"
@@ -119,7 +124,7 @@ func TestDedupWindowExpires(t *testing.T) {
 	require.Eventually(t, func() bool {
 		s, err := st.Sweep(ctxT(t))
 		require.NoError(t, err)
-		return s.DedupIDs > 0
+		return s.DedupSets > 0
 	}, 10*time.Second, 100*time.Millisecond)
 }
 
@@ -315,7 +320,7 @@ func TestDeleteRemovesDedupAndCursors(t *testing.T) {
 	_, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("q")})
 	require.NoError(t, err)
 	require.NoError(t, st.Delete(ctx, domain.Global("q")))
-	for _, table := range []string{"comb_dedup", "comb_cursors", "comb_segments", "comb_partitions", "comb_groups"} {
+	for _, table := range []string{"comb_dedup_sets", "comb_cursors", "comb_segments", "comb_partitions", "comb_groups"} {
 		var n int
 		require.NoError(t, st.Pool().QueryRow(context.Background(), `SELECT count(*) FROM `+table).Scan(&n))
 		require.Zero(t, n, table)
@@ -407,4 +412,121 @@ func TestSweeperOneLeaderAcrossRounds(t *testing.T) {
 	pushN(t, b, "q", "p", 0, 3)
 	require.Eventually(t, func() bool { return liveSegments(t, b) == 0 }, 10*time.Second, 50*time.Millisecond,
 		"the new leader sweeps")
+}
+
+// TestDedupAcrossBrokers: two brokers on one database push overlapping ids
+// into the same partitions at once, each from several goroutines. Every id
+// is stored exactly once, every duplicate names the stored offset, and a
+// read of the partitions finds each id once, where its push said.
+func TestDedupAcrossBrokers(t *testing.T) {
+	t.Parallel()
+	url := testURL(t)
+	ctx := ctxT(t)
+	var brokers []*store.Store
+	for range 2 {
+		st, err := store.Open(ctx, url, store.Options{MaxConns: 8})
+		require.NoError(t, err)
+		t.Cleanup(st.Close)
+		require.NoError(t, st.Migrate(ctx))
+		brokers = append(brokers, st)
+	}
+	configure(t, brokers[0], "q", domain.ConfigPatch{DedupWindowS: i64(60)})
+
+	type key struct{ part, id string }
+	var mu sync.Mutex
+	stored := map[key]int64{}
+	dups := map[key][]int64{}
+	var g errgroup.Group
+	for w := range 8 {
+		st := brokers[w%2]
+		r := rand.New(rand.NewPCG(uint64(w), 7))
+		g.Go(func() error {
+			for range 40 {
+				var ms []domain.PushMessage
+				for range 1 + r.IntN(12) {
+					id := fmt.Sprintf("id-%d", r.IntN(200))
+					ms = append(ms, domain.PushMessage{Partition: fmt.Sprintf("p%d", r.IntN(2)), ID: id, Data: []byte(strconv.Quote(id))})
+				}
+				outs, err := st.Push(ctx, []domain.PushParams{{Queue: domain.Global("q"), Messages: ms}})
+				if err != nil {
+					return err
+				}
+				if outs[0].Err != nil {
+					return outs[0].Err
+				}
+				mu.Lock()
+				for j, res := range outs[0].Results {
+					k := key{ms[j].Partition, ms[j].ID}
+					if res.Status == domain.Stored {
+						if off, ok := stored[k]; ok {
+							mu.Unlock()
+							return fmt.Errorf("%v stored twice: at %d and %d", k, off, res.Offset)
+						}
+						stored[k] = res.Offset
+					} else {
+						dups[k] = append(dups[k], res.Offset)
+					}
+				}
+				mu.Unlock()
+			}
+			return nil
+		})
+	}
+	require.NoError(t, g.Wait())
+	require.NotEmpty(t, dups, "the ids overlap")
+	for k, offs := range dups {
+		for _, off := range offs {
+			require.Equal(t, stored[k], off, "%v: a duplicate names the stored offset", k)
+		}
+	}
+	for _, part := range []string{"p0", "p1"} {
+		page, err := brokers[1].Peek(ctx, domain.PeekParams{Queue: domain.Global("q"), Partition: part, Limit: 10000})
+		require.NoError(t, err)
+		seen := map[string]bool{}
+		for _, m := range page.Messages {
+			k := key{part, m.ID}
+			require.False(t, seen[m.ID], "%v read twice", k)
+			seen[m.ID] = true
+			require.Equal(t, stored[k], m.Offset, "%v: stored where its push said", k)
+		}
+		n := 0
+		for k := range stored {
+			if k.part == part {
+				n++
+			}
+		}
+		require.Len(t, seen, n, "partition %s holds every stored id", part)
+	}
+}
+
+// TestDedupOneSetPerTransaction: a push transaction remembers its ids in
+// one row per partition, however many there are, and peek by id still
+// finds each of them.
+func TestDedupOneSetPerTransaction(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx := ctxT(t)
+	configure(t, st, "q", domain.ConfigPatch{DedupWindowS: i64(60)})
+	var ms []domain.PushMessage
+	for i := range 500 {
+		ms = append(ms, domain.PushMessage{Partition: fmt.Sprintf("p%d", i%2), ID: fmt.Sprintf("m%d", i), Data: []byte("1")})
+		if i%50 == 0 {
+			ms = append(ms, domain.PushMessage{Partition: "p0", Data: []byte("2")}) // no id
+		}
+	}
+	res := pushIDs(t, st, "q", ms...)
+	var sets, ids int
+	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT count(*), sum(cardinality(ids)) FROM comb_dedup_sets`).Scan(&sets, &ids))
+	require.Equal(t, 2, sets, "one set per partition")
+	require.Equal(t, 500, ids)
+	for j, m := range ms {
+		if m.ID == "" || j%37 != 0 {
+			continue
+		}
+		page, err := st.Peek(ctx, domain.PeekParams{Queue: domain.Global("q"), Partition: m.Partition, ID: m.ID})
+		require.NoError(t, err)
+		require.Len(t, page.Messages, 1)
+		require.Equal(t, res[j].Offset, page.Messages[0].Offset, "peek finds %s", m.ID)
+		require.Equal(t, m.ID, page.Messages[0].ID)
+	}
 }

@@ -60,8 +60,13 @@ func (s *Store) peekID(ctx context.Context, q queueRow, pk domain.PeekParams) (d
 	}
 	var off int64
 	err := s.pool.QueryRow(ctx, `
-		SELECT d.msg_offset FROM comb_dedup d JOIN comb_partitions p ON p.id = d.partition_id
-		WHERE p.queue_id = $1 AND p.name = $2 AND d.producer_id = $3`, q.ID, pk.Partition, pk.ID).Scan(&off)
+		SELECT s.base_offset + x.rel
+		FROM comb_partitions p
+		JOIN comb_dedup_sets s ON s.partition_id = p.id
+		CROSS JOIN LATERAL unnest(s.ids, s.rels) AS x(id, rel)
+		WHERE p.queue_id = $1 AND p.name = $2 AND $3 = ANY(s.ids) AND x.id = $3
+		  AND s.created_at > now() - $4 * interval '1 second'
+		ORDER BY s.base_offset DESC LIMIT 1`, q.ID, pk.Partition, pk.ID, q.Config.DedupWindowS).Scan(&off)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return domain.PeekPage{}, fmt.Errorf("no message with id %q in partition %q (within the dedup window of %d s): %w",
 			pk.ID, pk.Partition, q.Config.DedupWindowS, domain.ErrNotFound)

@@ -372,7 +372,7 @@ func (s *Store) Delete(ctx context.Context, ref domain.QueueRef) error {
 		if _, err := tx.Exec(ctx, `DELETE FROM comb_holds WHERE partition_id IN (SELECT id FROM comb_partitions WHERE queue_id = $1)`, id); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `DELETE FROM comb_dedup WHERE queue_id = $1`, id); err != nil {
+		if _, err := tx.Exec(ctx, `DELETE FROM comb_dedup_sets WHERE queue_id = $1`, id); err != nil {
 			return err
 		}
 		_, err = tx.Exec(ctx, `DELETE FROM comb_queues WHERE id = $1`, id)

@@ -81,6 +81,8 @@ type Store struct {
 
 	slotsMu sync.Mutex // held through a round of slot maintenance
 	slots   slotState
+
+	dedup *dedupCache // the dedup sets of the partitions pushed to (dedup.go)
 }
 
 type cachedQueue struct {
@@ -159,6 +161,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		queues:     map[domain.QueueRef]cachedQueue{},
 		parts:      map[partKey]int64{},
 		groups:     map[groupKey]time.Time{},
+		dedup:      newDedupCache(),
 	}, nil
 }
 

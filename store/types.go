@@ -61,7 +61,9 @@ type SweepStats struct {
 	Segments int64
 	Messages int64
 	Bytes    int64
-	DedupIDs int64
+	// DedupSets counts the sets of producer ids forgotten (one set per
+	// partition per push transaction).
+	DedupSets int64
 	// Holds counts the delayed messages' holds forgotten once past.
 	Holds int64
 	// Slots is what slot maintenance did (see slots.go).
