@@ -48,11 +48,11 @@ func (m *dedupModel) want(pid int64, id string, now time.Time, win time.Duration
 
 // Push outcomes the simulation plays.
 const (
-	simCommitted = iota // a push of its own, committed and added to the cache
-	simUnknown          // committed, but the broker never learned it (lost reply to COMMIT)
-	simFailed           // rolled back
-	simNestedCommit     // inside a caller's transaction that commits
-	simNestedRollback   // inside a caller's transaction that rolls back
+	simCommitted      = iota // a push of its own, committed and added to the cache
+	simUnknown               // committed, but the broker never learned it (lost reply to COMMIT)
+	simFailed                // rolled back
+	simNestedCommit          // inside a caller's transaction that commits
+	simNestedRollback        // inside a caller's transaction that rolls back
 	simOutcomes
 )
 
