@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"sync"
 	"time"
@@ -46,6 +47,9 @@ type dedupCache struct {
 	mu    sync.Mutex
 	parts map[int64]*dedupPart
 	ids   int64 // entries over all partitions
+	// hash maps an id to its key in memory; a seeded maphash, but a test
+	// may make it collide.
+	hash func(string) uint64
 }
 
 // dedupSlack is how much longer than its window a set stays in memory:
@@ -54,19 +58,34 @@ type dedupCache struct {
 // sets of its window here.
 const dedupSlack = 5 * time.Second
 
+// dedupPart is what the cache knows of one partition. Ids are kept as
+// 64-bit hashes, in maps and slices without pointers, so that millions of
+// them cost the garbage collector nothing to scan and about 40 bytes each;
+// a hash found is only a suspect, which the push confirms in PostgreSQL
+// (confirmDedupSQL) before it calls the message a duplicate.
 type dedupPart struct {
 	through int64     // every set with base_offset < through and created after horizon is here
 	horizon time.Time // sets created at or before it may be missing
 	window  time.Duration
-	ids     map[string]dedupEntry // the newest offset of each id
-	sets    []dedupSet            // in the order added, for eviction
+	ids     map[uint64]dedupEntry // by hash: the newest offset, and the newest time, of its ids
+	sets    []memSet              // in the order added, for eviction
 }
 
 type dedupEntry struct {
 	off int64
-	at  time.Time
+	at  int64 // unix nanoseconds
 }
 
+// memSet is a set as the cache keeps it: the hashes of its ids, stored in
+// [base, end).
+type memSet struct {
+	base, end int64
+	at        int64
+	hashes    []uint64
+}
+
+// dedupSet is a set as PostgreSQL keeps it: ids[k] was stored at offset
+// base + rels[k].
 type dedupSet struct {
 	pid  int64
 	base int64
@@ -75,7 +94,10 @@ type dedupSet struct {
 	rels []int32
 }
 
-func newDedupCache() *dedupCache { return &dedupCache{parts: map[int64]*dedupPart{}} }
+func newDedupCache() *dedupCache {
+	seed := maphash.MakeSeed()
+	return &dedupCache{parts: map[int64]*dedupPart{}, hash: func(id string) uint64 { return maphash.String(seed, id) }}
+}
 
 // throughs returns, per partition, the offset from which to read sets: 0
 // for a partition the cache does not hold.
@@ -103,9 +125,9 @@ type dedupView struct {
 // reads[pid], read from throughUsed[pid], or the whole window when 0) and
 // either merges it into the cache (shared: the push runs in a transaction
 // of its own, so everything it read is committed) or keeps it beside the
-// cache for this push alone. It returns the view for the lookups and the
-// partitions whose window reaches behind what is known: those must be read
-// whole (throughUsed 0) and resolved again.
+// cache for this push alone. It returns the partitions whose window
+// reaches behind what is known: those must be read whole (throughUsed 0)
+// and resolved again.
 func (c *dedupCache) resolve(view *dedupView, shared bool, pids, throughUsed, nexts []int64, windows []time.Duration, reads map[int64][]dedupSet) (reread []int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -125,7 +147,7 @@ func (c *dedupCache) resolve(view *dedupView, shared bool, pids, throughUsed, ne
 					view.overlay[pid] = m
 				}
 				for k, id := range s.ids {
-					m[id] = dedupEntry{off: s.base + int64(s.rels[k]), at: s.at}
+					m[id] = dedupEntry{off: s.base + int64(s.rels[k]), at: s.at.UnixNano()}
 				}
 			}
 			complete := throughUsed[i] == 0 || (p != nil && p.through >= throughUsed[i] && !p.horizon.After(from))
@@ -143,7 +165,7 @@ func (c *dedupCache) resolve(view *dedupView, shared bool, pids, throughUsed, ne
 			if p != nil {
 				c.ids -= int64(len(p.ids))
 			}
-			p = &dedupPart{horizon: from.Add(-dedupSlack), ids: map[string]dedupEntry{}}
+			p = &dedupPart{horizon: from.Add(-dedupSlack), ids: map[uint64]dedupEntry{}}
 			c.parts[pid] = p
 		}
 		p.window = win
@@ -159,23 +181,65 @@ func (c *dedupCache) resolve(view *dedupView, shared bool, pids, throughUsed, ne
 	return reread
 }
 
-// lookup returns the offset of id in partition pid if it was stored within
-// the window.
-func (v *dedupView) lookup(pid int64, id string, win time.Duration) (int64, bool) {
-	if e, ok := v.overlay[pid][id]; ok && e.at.After(v.now.Add(-win)) {
-		return e.off, true
+// lookup says whether id may have been stored in partition pid within the
+// window, and at which offset. From the sets read in this push's
+// transaction the answer is exact (sure); from the cache it is a suspect,
+// to confirm.
+func (v *dedupView) lookup(pid int64, id string, win time.Duration) (off int64, found, sure bool) {
+	from := v.now.Add(-win).UnixNano()
+	if e, ok := v.overlay[pid][id]; ok && e.at > from {
+		return e.off, true, true
 	}
+	h := v.c.hash(id)
 	v.c.mu.Lock()
 	defer v.c.mu.Unlock()
 	p := v.c.parts[pid]
 	if p == nil {
-		return 0, false
+		return 0, false, false
 	}
-	e, ok := p.ids[id]
-	if !ok || !e.at.After(v.now.Add(-win)) {
-		return 0, false
+	e, ok := p.ids[h]
+	if !ok || e.at <= from {
+		return 0, false, false
 	}
-	return e.off, true
+	return e.off, true, false
+}
+
+// dedupSuspect is an id the cache holds a hash of, with the newest offset
+// behind that hash.
+type dedupSuspect struct {
+	key dedupKey
+	off int64
+}
+
+// known returns the keys stored within their partition's window, with the
+// newest offset of each: from the sets read in this transaction directly,
+// and from the cache's suspects through check, which returns per suspect
+// the id's newest offset within the window, or -1.
+func (v *dedupView) known(keys []dedupKey, wins map[int64]time.Duration, check func([]dedupSuspect) ([]int64, error)) (map[dedupKey]int64, error) {
+	out := map[dedupKey]int64{}
+	var sus []dedupSuspect
+	for _, k := range keys {
+		off, found, sure := v.lookup(k.pid, k.id, wins[k.pid])
+		switch {
+		case sure:
+			out[k] = off
+		case found:
+			sus = append(sus, dedupSuspect{key: k, off: off})
+		}
+	}
+	if len(sus) == 0 {
+		return out, nil
+	}
+	offs, err := check(sus)
+	if err != nil {
+		return nil, err
+	}
+	for i, s := range sus {
+		if offs[i] >= 0 {
+			out[s.key] = offs[i]
+		}
+	}
+	return out, nil
 }
 
 // committed adds the sets a push stored, once its transaction committed:
@@ -194,34 +258,38 @@ func (c *dedupCache) committed(sets []dedupSet, ends []int64) {
 }
 
 func (c *dedupCache) addLocked(p *dedupPart, s dedupSet) {
+	m := memSet{base: s.base, end: s.base, at: s.at.UnixNano(), hashes: make([]uint64, len(s.ids))}
 	for k, id := range s.ids {
 		off := s.base + int64(s.rels[k])
-		e, ok := p.ids[id]
-		if ok && e.off >= off {
-			continue
-		}
+		m.end = max(m.end, off+1)
+		h := c.hash(id)
+		m.hashes[k] = h
+		e, ok := p.ids[h]
 		if !ok {
 			c.ids++
 		}
-		p.ids[id] = dedupEntry{off: off, at: s.at}
+		// The newest offset, and the newest time of any set behind the
+		// hash: two ids that share it are both suspects while either is.
+		p.ids[h] = dedupEntry{off: max(e.off, off), at: max(e.at, m.at)}
 	}
-	p.sets = append(p.sets, s)
+	p.sets = append(p.sets, m)
 }
 
 // evictLocked forgets the sets created before cut, from the oldest added,
-// and raises the horizon to the newest of them.
+// and raises the horizon to the newest of them. An entry goes with the set
+// that holds its offset, unless a newer set shares its hash.
 func (c *dedupCache) evictLocked(p *dedupPart, cut time.Time) {
-	n := 0
-	for n < len(p.sets) && p.sets[n].at.Before(cut) {
+	n, cutNS := 0, cut.UnixNano()
+	for n < len(p.sets) && p.sets[n].at < cutNS {
 		s := p.sets[n]
-		for k, id := range s.ids {
-			if e, ok := p.ids[id]; ok && e.off == s.base+int64(s.rels[k]) {
-				delete(p.ids, id)
+		for _, h := range s.hashes {
+			if e, ok := p.ids[h]; ok && e.off >= s.base && e.off < s.end && e.at <= s.at {
+				delete(p.ids, h)
 				c.ids--
 			}
 		}
-		if s.at.After(p.horizon) {
-			p.horizon = s.at
+		if at := time.Unix(0, s.at); at.After(p.horizon) {
+			p.horizon = at
 		}
 		n++
 	}
@@ -267,6 +335,28 @@ const (
 		JOIN comb_dedup_sets s ON s.partition_id = x.pid AND s.base_offset >= x.through
 		WHERE x.through > 0 OR s.created_at > now() - x.win * interval '1 second'
 		ORDER BY s.partition_id, s.base_offset`
+	// checkSuspectsSQL answers, per suspect (partition, offset the cache
+	// holds for the id's hash, id, window in seconds), the id's newest
+	// offset within the window, or NULL: the set holding that offset says
+	// whether the id is there; only when it is not (another id with the
+	// same hash) does it look through every set of the window.
+	checkSuspectsSQL = `
+		SELECT CASE WHEN EXISTS (
+		    SELECT 1 FROM (
+		        SELECT s.base_offset, s.created_at, s.ids, s.rels FROM comb_dedup_sets s
+		        WHERE s.partition_id = x.pid AND s.base_offset <= x.off
+		        ORDER BY s.base_offset DESC LIMIT 1) s
+		    WHERE s.created_at > now() - x.win * interval '1 second'
+		      AND s.ids[array_position(s.rels, (x.off - s.base_offset)::int)] = x.id)
+		  THEN x.off
+		  ELSE (
+		    SELECT max(s.base_offset + r.rel) FROM comb_dedup_sets s
+		    CROSS JOIN LATERAL unnest(s.ids, s.rels) AS r(id, rel)
+		    WHERE s.partition_id = x.pid AND x.id = ANY(s.ids) AND r.id = x.id
+		      AND s.created_at > now() - x.win * interval '1 second')
+		  END
+		FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bigint[]) WITH ORDINALITY AS x(pid, off, id, win, i)
+		ORDER BY x.i`
 	// insertDedupSetsSQL writes one set per partition from the ids stored,
 	// given flat: partition, segment base, queue, id, index in the segment.
 	insertDedupSetsSQL = `
@@ -406,6 +496,28 @@ func (s *Store) writeDedup(ctx context.Context, db writer, p *pushPlan) error {
 		}
 	}
 
+	// The ids remembered, confirmed in PostgreSQL where the cache only
+	// suspects them.
+	var keys []dedupKey
+	seen := map[dedupKey]bool{}
+	for i, r := range p.reqs {
+		if p.outs[i].Err != nil || p.queues[i].Config.DedupWindowS == 0 {
+			continue
+		}
+		for j, m := range r.Messages {
+			if k := (dedupKey{p.places[i][j].pid, m.ID}); m.ID != "" && !seen[k] {
+				seen[k] = true
+				keys = append(keys, k)
+			}
+		}
+	}
+	known, err := view.known(keys, wins, func(sus []dedupSuspect) ([]int64, error) {
+		return checkSuspects(ctx, q, sus, wins)
+	})
+	if err != nil {
+		return err
+	}
+
 	// Mark duplicates: of a remembered message, or of an earlier message
 	// of this batch.
 	first := map[dedupKey]*msgPlace{}
@@ -419,7 +531,7 @@ func (s *Store) writeDedup(ctx context.Context, db writer, p *pushPlan) error {
 			}
 			pl := &p.places[i][j]
 			k := dedupKey{pl.pid, m.ID}
-			if off, ok := view.lookup(pl.pid, m.ID, wins[pl.pid]); ok {
+			if off, ok := known[k]; ok {
 				pl.dup, pl.dupOf = true, off
 			} else if orig, ok := first[k]; ok {
 				pl.dup, pl.dupRef = true, orig
@@ -507,6 +619,39 @@ func (s *Store) writeDedup(ctx context.Context, db writer, p *pushPlan) error {
 // the caller's transaction.
 type batcher interface {
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// checkSuspects runs checkSuspectsSQL in the push's transaction.
+func checkSuspects(ctx context.Context, q batcher, sus []dedupSuspect, wins map[int64]time.Duration) ([]int64, error) {
+	pids, offs, wsec := make([]int64, len(sus)), make([]int64, len(sus)), make([]int64, len(sus))
+	ids := make([]string, len(sus))
+	for i, s := range sus {
+		pids[i], offs[i], ids[i], wsec[i] = s.key.pid, s.off, s.key.id, int64(wins[s.key.pid]/time.Second)
+	}
+	b := &pgx.Batch{}
+	b.Queue(checkSuspectsSQL, pids, offs, ids, wsec)
+	br := q.SendBatch(ctx, b)
+	defer br.Close()
+	rows, err := br.Query()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int64, 0, len(sus))
+	var off *int64
+	if _, err := pgx.ForEachRow(rows, []any{&off}, func() error {
+		if off == nil {
+			out = append(out, -1)
+		} else {
+			out = append(out, *off)
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if len(out) != len(sus) {
+		return nil, fmt.Errorf("dedup: %d answers to %d suspects", len(out), len(sus))
+	}
+	return out, br.Close()
 }
 
 // readDedupSets reads readDedupSetsSQL's rows by partition.

@@ -418,8 +418,16 @@ func TestSweeperOneLeaderAcrossRounds(t *testing.T) {
 // into the same partitions at once, each from several goroutines. Every id
 // is stored exactly once, every duplicate names the stored offset, and a
 // read of the partitions finds each id once, where its push said.
+//
+// With every id's hash the same, every id a broker remembers is a suspect
+// that only PostgreSQL can settle, and the outcome must be the same.
 func TestDedupAcrossBrokers(t *testing.T) {
 	t.Parallel()
+	t.Run("hashed", func(t *testing.T) { t.Parallel(); dedupAcrossBrokers(t, false) })
+	t.Run("colliding", func(t *testing.T) { t.Parallel(); dedupAcrossBrokers(t, true) })
+}
+
+func dedupAcrossBrokers(t *testing.T, collide bool) {
 	url := testURL(t)
 	ctx := ctxT(t)
 	var brokers []*store.Store
@@ -428,6 +436,9 @@ func TestDedupAcrossBrokers(t *testing.T) {
 		require.NoError(t, err)
 		t.Cleanup(st.Close)
 		require.NoError(t, st.Migrate(ctx))
+		if collide {
+			st.CollideDedupHashes()
+		}
 		brokers = append(brokers, st)
 	}
 	configure(t, brokers[0], "q", domain.ConfigPatch{DedupWindowS: i64(60)})
@@ -474,6 +485,14 @@ func TestDedupAcrossBrokers(t *testing.T) {
 	}
 	require.NoError(t, g.Wait())
 	require.NotEmpty(t, dups, "the ids overlap")
+	for _, st := range brokers {
+		parts, ids := st.DedupCacheSize()
+		require.Equal(t, int64(2), parts, "each broker holds both partitions")
+		if !collide {
+			require.Positive(t, ids)
+			require.LessOrEqual(t, ids, int64(len(stored)), "no id held twice")
+		}
+	}
 	for k, offs := range dups {
 		for _, off := range offs {
 			require.Equal(t, stored[k], off, "%v: a duplicate names the stored offset", k)
