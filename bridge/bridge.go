@@ -939,6 +939,9 @@ type Stats struct {
 	// PopScans counts the pops' store calls that read every cursor of
 	// their group: the others find cursors by key.
 	PopScans int64
+	// DedupIDs is the producer ids the store holds in memory for
+	// deduplication (store.Store.DedupCache).
+	DedupIDs int64
 	// Overloaded counts requests refused with 429 because a bound was
 	// reached; Errors counts error replies of every kind.
 	Overloaded int64
@@ -957,6 +960,7 @@ func (b *Bridge) Stats() Stats {
 		WaiterChecks:     b.pops.checks.Load(),
 		PopScans:         b.pops.scans.Load(),
 	}
+	_, st.DedupIDs = b.st.DedupCache()
 	for _, t := range b.tenants {
 		for _, s := range t.stats {
 			st.Overloaded += s.overloaded.Load()

@@ -217,6 +217,15 @@ func TestMetricsMoveWithTraffic(t *testing.T) {
 	require.Equal(t, 0.0, s.value("comb_requests_in_flight", nil))
 	require.Positive(t, s.value("comb_pop_store_calls_total", nil), "the pops above")
 	require.LessOrEqual(t, s.value("comb_pop_scans_total", nil), s.value("comb_pop_store_calls_total", nil))
+	require.Equal(t, 0.0, s.value("comb_dedup_ids", nil), "no queue has a dedup window")
+
+	// Ids pushed to a queue with a window are held, one each, duplicates
+	// not again.
+	_, err = c.Configure(ctx, "dd", comb.ConfigPatch{DedupWindowS: comb.Int64(60)})
+	require.NoError(t, err)
+	_, err = c.Push(ctx, "dd", []comb.Message{{ID: "a", Data: []byte(`1`)}, {ID: "b", Data: []byte(`2`)}, {ID: "a", Data: []byte(`3`)}})
+	require.NoError(t, err)
+	scrapeUntil(t, env, func(s scrape) bool { return s.value("comb_dedup_ids", nil) == 2 })
 }
 
 func TestMetricsCapQueues(t *testing.T) {

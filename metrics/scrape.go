@@ -39,6 +39,7 @@ var (
 	descPopCalls   = prometheus.NewDesc("comb_pop_store_calls_total", "Store calls of pops.", nil, nil)
 	descPopScans   = prometheus.NewDesc("comb_pop_scans_total", "Store calls of pops that read every cursor of their group (the others find cursors by key).", nil, nil)
 	descChecks     = prometheus.NewDesc("comb_pop_waiter_checks_total", "Safety checks of the long-polling pops: one statement each for all of them.", nil, nil)
+	descDedupIDs   = prometheus.NewDesc("comb_dedup_ids", "Producer ids the bridge holds in memory for deduplication (about 45 bytes each).", nil, nil)
 
 	descSpoolBytes   = prometheus.NewDesc("comb_spool_bytes", "Bytes of the spool's files (pushes taken while PostgreSQL was away or in maintenance).", nil, nil)
 	descSpoolRecords = prometheus.NewDesc("comb_spool_records", "Spooled push requests not yet drained into PostgreSQL.", nil, nil)
@@ -49,7 +50,7 @@ var (
 func (c *scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descDepth, descLag, descActive, descExpired, descFigsUp, descFigsRows,
 		descPoolAcquired, descPoolIdle, descPoolTotal, descPoolMax, descPoolAcq, descPoolEmpty, descPoolWait, descPoolCanceled,
-		descInFlight, descWaiting, descOverloaded, descErrors, descPopCalls, descPopScans, descChecks,
+		descInFlight, descWaiting, descOverloaded, descErrors, descPopCalls, descPopScans, descChecks, descDedupIDs,
 		descSpoolBytes, descSpoolRecords, descSpoolOldest, descSpoolDrained} {
 		ch <- d
 	}
@@ -136,5 +137,6 @@ func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descPopCalls, prometheus.CounterValue, float64(s.PopStoreCalls))
 		ch <- prometheus.MustNewConstMetric(descPopScans, prometheus.CounterValue, float64(s.PopScans))
 		ch <- prometheus.MustNewConstMetric(descChecks, prometheus.CounterValue, float64(s.WaiterChecks))
+		ch <- prometheus.MustNewConstMetric(descDedupIDs, prometheus.GaugeValue, float64(s.DedupIDs))
 	}
 }

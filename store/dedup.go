@@ -313,6 +313,11 @@ func (c *dedupCache) expire(now time.Time) {
 	}
 }
 
+// DedupCache returns what the store's dedup cache holds: the partitions and
+// the ids (of every queue with a dedup window that this store pushed to
+// within the window).
+func (s *Store) DedupCache() (partitions, ids int64) { return s.dedup.size() }
+
 // size returns the partitions and ids the cache holds.
 func (c *dedupCache) size() (parts, ids int64) {
 	c.mu.Lock()
@@ -329,12 +334,17 @@ const (
 	// by primary key: all of them, whatever their age, since "through" is
 	// complete for every age; or, from offset 0 (a partition the cache does
 	// not hold), those younger than $3 seconds, the window and its slack.
+	// The ORDER BY keeps the subquery from being pulled up into a join: a
+	// generic plan of the join read the whole table (8 ms at 15,000 sets
+	// against 0.1 ms by key).
 	readDedupSetsSQL = `
 		SELECT s.partition_id, s.base_offset, s.created_at, s.ids, s.rels
 		FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS x(pid, through, win)
-		JOIN comb_dedup_sets s ON s.partition_id = x.pid AND s.base_offset >= x.through
-		WHERE x.through > 0 OR s.created_at > now() - x.win * interval '1 second'
-		ORDER BY s.partition_id, s.base_offset`
+		CROSS JOIN LATERAL (
+		    SELECT s.partition_id, s.base_offset, s.created_at, s.ids, s.rels FROM comb_dedup_sets s
+		    WHERE s.partition_id = x.pid AND s.base_offset >= x.through
+		      AND (x.through > 0 OR s.created_at > now() - x.win * interval '1 second')
+		    ORDER BY s.base_offset) s`
 	// checkSuspectsSQL answers, per suspect (partition, offset the cache
 	// holds for the id's hash, id, window in seconds), the id's newest
 	// offset within the window, or NULL: the set holding that offset says

@@ -29,6 +29,3 @@ var Classify = classify
 // CollideDedupHashes makes every id of the store's dedup cache share one
 // hash, so that every id remembered is a suspect that PostgreSQL settles.
 func (s *Store) CollideDedupHashes() { s.dedup.hash = func(string) uint64 { return 42 } }
-
-// DedupCacheSize is the store's dedup cache: partitions and ids held.
-func (s *Store) DedupCacheSize() (parts, ids int64) { return s.dedup.size() }

@@ -486,7 +486,7 @@ func dedupAcrossBrokers(t *testing.T, collide bool) {
 	require.NoError(t, g.Wait())
 	require.NotEmpty(t, dups, "the ids overlap")
 	for _, st := range brokers {
-		parts, ids := st.DedupCacheSize()
+		parts, ids := st.DedupCache()
 		require.Equal(t, int64(2), parts, "each broker holds both partitions")
 		if !collide {
 			require.Positive(t, ids)
