@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"hash/maphash"
@@ -170,7 +171,9 @@ func (c *dedupCache) resolve(view *dedupView, shared bool, pids, throughUsed, ne
 		}
 		p.window = win
 		for _, s := range reads[pid] {
-			c.addLocked(p, s)
+			if s.base >= p.through { // those below are here already
+				c.addLocked(p, s)
+			}
 		}
 		p.through = max(p.through, nexts[i])
 		c.evictLocked(p, now.Add(-win-dedupSlack))
@@ -249,8 +252,8 @@ func (c *dedupCache) committed(sets []dedupSet, ends []int64) {
 	defer c.mu.Unlock()
 	for i, s := range sets {
 		p := c.parts[s.pid]
-		if p == nil || p.through < s.base {
-			continue // evicted, or reset by a reread that will have it
+		if p == nil || p.through != s.base {
+			continue // evicted; reset by a reread that has it; or merged already by a later push's read
 		}
 		c.addLocked(p, s)
 		p.through = max(p.through, ends[i])
@@ -367,13 +370,12 @@ const (
 		  END
 		FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bigint[]) WITH ORDINALITY AS x(pid, off, id, win, i)
 		ORDER BY x.i`
-	// insertDedupSetsSQL writes one set per partition from the ids stored,
-	// given flat: partition, segment base, queue, id, index in the segment.
-	insertDedupSetsSQL = `
+	// insertDedupSetSQL writes one set. One statement per set, in the
+	// push's batch: building the arrays in PostgreSQL from flat ones
+	// (unnest, array_agg) cost 2.25 ms a push at 400 ids.
+	insertDedupSetSQL = `
 		INSERT INTO comb_dedup_sets (partition_id, base_offset, queue_id, ids, rels)
-		SELECT x.pid, x.base, x.qid, array_agg(x.id ORDER BY x.rel), array_agg(x.rel ORDER BY x.rel)
-		FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::int[]) AS x(pid, base, qid, id, rel)
-		GROUP BY x.pid, x.base, x.qid`
+		VALUES ($1, $2, $3, $4, $5)`
 )
 
 // dedupKey is one id of a push to look up.
@@ -554,11 +556,6 @@ func (s *Store) writeDedup(ctx context.Context, db writer, p *pushPlan) error {
 
 	// The sets: per partition, the ids stored and their index in its
 	// segment, whose base is the next_offset read under the lock.
-	var (
-		fPids, fBases, fQueues []int64
-		fIDs                   []string
-		fRels                  []int32
-	)
 	sets := map[int64]*dedupSet{}
 	for i, r := range p.reqs {
 		if p.outs[i].Err != nil || p.queues[i].Config.DedupWindowS == 0 {
@@ -579,25 +576,24 @@ func (s *Store) writeDedup(ctx context.Context, db writer, p *pushPlan) error {
 			}
 			st.ids = append(st.ids, m.ID)
 			st.rels = append(st.rels, int32(pl.idx))
-			fPids = append(fPids, pl.pid)
-			fBases = append(fBases, st.base)
-			fQueues = append(fQueues, p.queue[pl.pid])
-			fIDs = append(fIDs, m.ID)
-			fRels = append(fRels, int32(pl.idx))
 		}
 	}
 	b = &pgx.Batch{}
 	read := p.queueWrite(b)
-	if len(fPids) > 0 {
-		b.Queue(insertDedupSetsSQL, fPids, fBases, fQueues, fIDs, fRels)
+	for _, pid := range dpids {
+		if st := sets[pid]; st != nil {
+			b.Queue(insertDedupSetSQL, pid, st.base, p.queue[pid], st.ids, st.rels)
+		}
 	}
 	if shared {
 		b.Queue("COMMIT")
 	}
 	br = q.SendBatch(ctx, b)
 	err = read(br)
-	if err == nil && len(fPids) > 0 {
-		_, err = br.Exec()
+	for range len(sets) {
+		if err == nil {
+			_, err = br.Exec()
+		}
 	}
 	if err == nil && shared {
 		_, err = br.Exec() // COMMIT
@@ -677,5 +673,8 @@ func readDedupSets(br pgx.BatchResults) (map[int64][]dedupSet, error) {
 		s.ids, s.rels = nil, nil
 		return nil
 	})
+	for _, sets := range out { // in offset order, whatever the plan
+		slices.SortFunc(sets, func(a, b dedupSet) int { return cmp.Compare(a.base, b.base) })
+	}
 	return out, err
 }
