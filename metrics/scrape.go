@@ -39,7 +39,7 @@ var (
 	descPopCalls   = prometheus.NewDesc("comb_pop_store_calls_total", "Store calls of pops.", nil, nil)
 	descPopScans   = prometheus.NewDesc("comb_pop_scans_total", "Store calls of pops that read every cursor of their group (the others find cursors by key).", nil, nil)
 	descChecks     = prometheus.NewDesc("comb_pop_waiter_checks_total", "Safety checks of the long-polling pops: one statement each for all of them.", nil, nil)
-	descDedupIDs   = prometheus.NewDesc("comb_dedup_ids", "Producer ids the bridge holds in memory for deduplication (about 45 bytes each).", nil, nil)
+	descDedupIDs   = prometheus.NewDesc("comb_dedup_ids", "Producer ids the bridge holds in memory for deduplication (about 64 bytes of heap each).", nil, nil)
 
 	descSpoolBytes   = prometheus.NewDesc("comb_spool_bytes", "Bytes of the spool's files (pushes taken while PostgreSQL was away or in maintenance).", nil, nil)
 	descSpoolRecords = prometheus.NewDesc("comb_spool_records", "Spooled push requests not yet drained into PostgreSQL.", nil, nil)
