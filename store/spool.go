@@ -17,7 +17,7 @@ import (
 // message an id (spool:<bridge>:<seq>) and letting dedup drop a replay
 // would need every queue to have a dedup window long enough to cover the
 // outage and the drain, would replace the ids producers chose (their own
-// dedup must still apply), and would cost a comb_dedup row per message.
+// dedup must still apply), and would hold every replayed id in memory.
 // One row per spool file, moved forward in the transaction that stores
 // the records, costs one statement per drain batch and holds however long
 // the outage lasts.
