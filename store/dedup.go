@@ -186,23 +186,20 @@ func (c *dedupCache) resolve(view *dedupView, shared bool, pids, throughUsed, ne
 	return reread
 }
 
-// lookup says whether id may have been stored in partition pid within the
-// window, and at which offset. From the sets read in this push's
-// transaction the answer is exact (sure); from the cache it is a suspect,
-// to confirm.
-func (v *dedupView) lookup(pid int64, id string, win time.Duration) (off int64, found, sure bool) {
+// lookupLocked says whether id may have been stored in partition pid
+// within the window, and at which offset. From the sets read in this
+// push's transaction the answer is exact (sure); from the cache it is a
+// suspect, to confirm. The caller holds v.c.mu.
+func (v *dedupView) lookupLocked(pid int64, id string, win time.Duration) (off int64, found, sure bool) {
 	from := v.now.Add(-win).UnixNano()
 	if e, ok := v.overlay[pid][id]; ok && e.at > from {
 		return e.off, true, true
 	}
-	h := v.c.hash(id)
-	v.c.mu.Lock()
-	defer v.c.mu.Unlock()
 	p := v.c.parts[pid]
 	if p == nil {
 		return 0, false, false
 	}
-	e, ok := p.ids[h]
+	e, ok := p.ids[v.c.hash(id)]
 	if !ok || e.at <= from {
 		return 0, false, false
 	}
@@ -223,8 +220,9 @@ type dedupSuspect struct {
 func (v *dedupView) known(keys []dedupKey, wins map[int64]time.Duration, check func([]dedupSuspect) ([]int64, error)) (map[dedupKey]int64, error) {
 	out := map[dedupKey]int64{}
 	var sus []dedupSuspect
+	v.c.mu.Lock() // once for the push's ids, not once per message
 	for _, k := range keys {
-		off, found, sure := v.lookup(k.pid, k.id, wins[k.pid])
+		off, found, sure := v.lookupLocked(k.pid, k.id, wins[k.pid])
 		switch {
 		case sure:
 			out[k] = off
@@ -232,6 +230,7 @@ func (v *dedupView) known(keys []dedupKey, wins map[int64]time.Duration, check f
 			sus = append(sus, dedupSuspect{key: k, off: off})
 		}
 	}
+	v.c.mu.Unlock()
 	if len(sus) == 0 {
 		return out, nil
 	}
@@ -425,7 +424,7 @@ func (s *Store) writeDedup(ctx context.Context, db writer, p *pushPlan) error {
 	// destroyed on release, which rolls it back. Otherwise db.Begin is a
 	// savepoint in the caller's transaction.
 	pool, shared := db.(*pgxpool.Pool)
-	var q batcher
+	var q writer
 	var tx pgx.Tx
 	if shared {
 		conn, err := pool.Acquire(ctx)
@@ -623,14 +622,8 @@ func (s *Store) writeDedup(ctx context.Context, db writer, p *pushPlan) error {
 	return nil
 }
 
-// batcher is what writeDedup sends its batches to: a pooled connection or
-// the caller's transaction.
-type batcher interface {
-	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
-}
-
 // checkSuspects runs checkSuspectsSQL in the push's transaction.
-func checkSuspects(ctx context.Context, q batcher, sus []dedupSuspect, wins map[int64]time.Duration) ([]int64, error) {
+func checkSuspects(ctx context.Context, q writer, sus []dedupSuspect, wins map[int64]time.Duration) ([]int64, error) {
 	pids, offs, wsec := make([]int64, len(sus)), make([]int64, len(sus)), make([]int64, len(sus))
 	ids := make([]string, len(sus))
 	for i, s := range sus {

@@ -399,8 +399,9 @@ func (p *pushPlan) queueWrite(b *pgx.Batch) func(br pgx.BatchResults) error {
 	}
 }
 
-// writer is where a push writes: the pool, or the drain's transaction
-// (in which writeDedup's transaction is a savepoint).
+// writer is where a push writes: the pool, a connection of it, or the
+// caller's transaction (the drain's, comb.txn's), in which writeDedup's
+// transaction is a savepoint.
 type writer interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
