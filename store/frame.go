@@ -41,6 +41,24 @@ type frame struct {
 	enc      domain.Encoding
 }
 
+// frameLen is how many bytes appendFrame appends for these.
+func frameLen(id string, data []byte, headers domain.Headers) int {
+	n := uvarintLen(uint64(len(id))) + len(id) + uvarintLen(uint64(len(data))<<3) + len(data)
+	if len(headers) > 0 {
+		n += uvarintLen(uint64(len(headers))) + len(headers)
+	}
+	return n
+}
+
+func uvarintLen(x uint64) int {
+	n := 1
+	for x >= 0x80 {
+		x >>= 7
+		n++
+	}
+	return n
+}
+
 // appendFrame appends a message in format framesHeaders.
 func appendFrame(buf []byte, id string, data []byte, enc domain.Encoding, headers domain.Headers) []byte {
 	buf = binary.AppendUvarint(buf, uint64(len(id)))

@@ -18,6 +18,7 @@ type segmentBuf struct {
 	n      int64
 	bytes  int64
 	frames []byte
+	size   int // of frames, once written
 	base   int64
 	ok     bool
 }
@@ -260,6 +261,36 @@ func (s *Store) checkLimits(ctx context.Context, p *pushPlan, limited map[int64]
 // partition's segment.
 func (p *pushPlan) buildSegments() {
 	p.holds = p.holds[:0]
+	// First the size of every segment, so that all their frames share
+	// one allocation and none grows as it is written: growing them was
+	// the broker's largest copy (CPU profile, reference shape).
+	total := 0
+	for i, r := range p.reqs {
+		if p.outs[i].Err != nil {
+			continue
+		}
+		for j := range r.Messages {
+			pl := &p.places[i][j]
+			if pl.dup {
+				continue
+			}
+			seg := p.segs[pl.pid]
+			if seg == nil {
+				seg = &segmentBuf{id: pl.pid}
+				p.segs[pl.pid] = seg
+			}
+			m := &r.Messages[j]
+			k := frameLen(m.ID, m.Data, m.Headers)
+			seg.size += k
+			total += k
+		}
+	}
+	arena := make([]byte, total)
+	for _, id := range p.pids {
+		if seg := p.segs[id]; seg != nil && seg.frames == nil {
+			seg.frames, arena = arena[:0:seg.size], arena[seg.size:]
+		}
+	}
 	for i, r := range p.reqs {
 		if p.outs[i].Err != nil {
 			continue
@@ -270,10 +301,6 @@ func (p *pushPlan) buildSegments() {
 				continue
 			}
 			seg := p.segs[pl.pid]
-			if seg == nil {
-				seg = &segmentBuf{id: pl.pid}
-				p.segs[pl.pid] = seg
-			}
 			seg.frames = appendFrame(seg.frames, m.ID, m.Data, m.Encoding, m.Headers)
 			seg.bytes += int64(m.Size())
 			pl.seg, pl.idx = seg, seg.n

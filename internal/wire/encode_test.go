@@ -260,3 +260,65 @@ func BenchmarkDecodePushHeaders(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDecodePushParallel is BenchmarkDecodePushStrings on every
+// core at once: the decoder shares nothing, so with -cpu 1,2,4 its
+// throughput should grow with the cores the machine has.
+func BenchmarkDecodePushParallel(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString(`{"messages":[`)
+	for i := range 100 {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(`{"partition":"p-` + strconv.Itoa(i%200) + `","data":"` + strings.Repeat("abcdefgh", 31) + `1234567"}`)
+	}
+	sb.WriteString(`]}`)
+	body := []byte(sb.String())
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := DecodePush(body, DefaultLimits()); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkPopReplyParallel encodes pop replies of the reference shape
+// (400 messages of 256 bytes) on every core at once, as the bridge's pop
+// workers do: with -cpu 1,2,4 its throughput should grow with the cores
+// the machine has. "alloc" gives every reply a new buffer, "reused" one
+// an earlier reply used, as the bridge does.
+func BenchmarkPopReplyParallel(b *testing.B) {
+	msgs := make([]domain.Message, 400)
+	data := []byte(`"` + strings.Repeat("abcdefgh", 31) + `1234567"`)
+	for i := range msgs {
+		msgs[i] = domain.Message{Partition: "p-" + strconv.Itoa(i%200), Offset: int64(i), Lease: "l-123456", Attempt: 1,
+			CreatedAt: time.Now(), Data: data}
+	}
+	reply, _ := PopReply(msgs, 0)
+	b.Run("alloc", func(b *testing.B) {
+		b.SetBytes(int64(len(reply)))
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				PopReply(msgs, 0)
+			}
+		})
+	})
+	// reused is the bridge's way: each pop worker's reply goes into a
+	// buffer an earlier reply used.
+	b.Run("reused", func(b *testing.B) {
+		b.SetBytes(int64(len(reply)))
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			var buf []byte
+			for pb.Next() {
+				buf, _ = AppendPopReply(buf[:0], msgs, 0)
+			}
+		})
+	})
+}

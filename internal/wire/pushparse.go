@@ -56,7 +56,8 @@ func validJSON(b []byte) bool {
 
 // parsePush parses a push body into messages with Partition, ID and either
 // Data (the raw bytes of "data", aliasing body) or B64 set.
-func parsePush(body []byte) ([]rawMessage, error) {
+// The parsed messages are appended to buf[:0], whose room is reused.
+func parsePush(body []byte, buf []rawMessage) ([]rawMessage, error) {
 	p := pushParser{b: body}
 	p.ws()
 	if p.i == len(p.b) {
@@ -65,7 +66,7 @@ func parsePush(body []byte) ([]rawMessage, error) {
 	if p.b[p.i] != '{' {
 		return nil, badRequest("request body must be a JSON object")
 	}
-	var msgs []rawMessage
+	msgs := buf[:0]
 	err := p.object(func(key []byte) error {
 		if !fieldIs(key, "messages") {
 			return badRequest("unknown field %q", key)
@@ -117,11 +118,12 @@ func (p *pushParser) messages(out []rawMessage) ([]rawMessage, error) {
 		return out, nil
 	}
 	for n := 0; ; n++ {
-		var m rawMessage
-		if err := p.message(&m, n); err != nil {
+		// Parsed in place: a message parsed in a local of its own would
+		// be one more allocation, as the parser's closures capture it.
+		out = append(out, rawMessage{})
+		if err := p.message(&out[len(out)-1], n); err != nil {
 			return nil, err
 		}
-		out = append(out, m)
 		done, err := p.sep(']', "after array element")
 		if err != nil {
 			return nil, err
