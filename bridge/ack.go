@@ -45,26 +45,30 @@ type ackJob struct {
 	req  domain.AckParams
 }
 
-func (b *Bridge) handleAck(t *tenant, req micro.Request) {
+// prepareAck is the first half of an ack's handler (see stagedHandler).
+// Acks keep no order: the second half runs on the decoder.
+func (b *Bridge) prepareAck(t *tenant, req micro.Request) func() {
 	queue, err := b.queueOf(t, req)
 	if err != nil {
 		b.fail(t, req, err)
-		return
+		return nil
 	}
 	group, acks, err := wire.DecodeAck(req.Data())
 	if err != nil {
 		b.fail(t, req, err)
-		return
+		return nil
 	}
-	c, ok := b.admit(t, req, protocol.VerbAck)
-	if !ok {
-		return
-	}
-	job := &ackJob{call: c, req: domain.AckParams{Queue: queue, Group: group, Acks: acks}}
-	select {
-	case b.ackCh <- job:
-	default:
-		b.overloaded(req, c)
+	return func() {
+		c, ok := b.admit(t, req, protocol.VerbAck)
+		if !ok {
+			return
+		}
+		job := &ackJob{call: c, req: domain.AckParams{Queue: queue, Group: group, Acks: acks}}
+		select {
+		case b.ackCh <- job:
+		default:
+			b.overloaded(req, c)
+		}
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,6 +50,9 @@ type Config struct {
 	// bridges share the requests; "" means DefaultQueueGroup.
 	QueueGroup string
 
+	// DecodeWorkers decode pushes, puts and acks off their endpoints'
+	// subscriptions (see intake.go); 0 means runtime.GOMAXPROCS.
+	DecodeWorkers int
 	// PushWorkers run push and put transactions; 0 means 4.
 	PushWorkers int
 	// PushQueue is how many push and put requests may wait for a worker;
@@ -145,6 +149,7 @@ func (c Config) WithDefaults() Config {
 	if c.QueueGroup == "" {
 		c.QueueGroup = DefaultQueueGroup
 	}
+	def(&c.DecodeWorkers, runtime.GOMAXPROCS(0))
 	def(&c.PushWorkers, 4)
 	def(&c.PushQueue, 4096)
 	def(&c.BatchMessages, 10000)
@@ -188,7 +193,7 @@ func (c Config) Validate() error {
 		name string
 		v    int
 	}{
-		{"push_workers", c.PushWorkers}, {"push_queue", c.PushQueue}, {"batch_messages", c.BatchMessages},
+		{"decode_workers", c.DecodeWorkers}, {"push_workers", c.PushWorkers}, {"push_queue", c.PushQueue}, {"batch_messages", c.BatchMessages},
 		{"batch_bytes", c.BatchBytes}, {"pending_bytes", c.PendingBytes}, {"ack_workers", c.AckWorkers},
 		{"ack_queue", c.AckQueue}, {"batch_acks", c.BatchAcks}, {"pop_workers", c.PopWorkers},
 		{"max_pops", c.MaxPops}, {"admin_workers", c.AdminWorkers}, {"admin_queue", c.AdminQueue},
@@ -255,6 +260,7 @@ type Bridge struct {
 	pushBytes  atomic.Int64
 	ackCh      chan *ackJob
 	adminCh    chan func()
+	intake     *intake
 	pops       *popper
 	stopOnce   sync.Once
 	stopDone   chan struct{}
@@ -355,6 +361,7 @@ func New(nc *nats.Conn, st *store.Store, cfg Config, log *slog.Logger, tenants .
 		adminCh:          make(chan func(), cfg.AdminQueue),
 		drainKick:        make(chan struct{}, 1),
 	}
+	b.intake = newIntake(cfg.DecodeWorkers, b.quit)
 	for range cfg.PushWorkers {
 		b.pushShards = append(b.pushShards, make(chan *pushJob, cfg.PushQueue))
 	}
@@ -408,6 +415,13 @@ func (b *Bridge) Start(ctx context.Context) error {
 		b.wakeSubs = append(b.wakeSubs, sub)
 	}
 
+	for range b.cfg.DecodeWorkers {
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			b.intake.decoder()
+		}()
+	}
 	for i := range b.cfg.PushWorkers {
 		b.wg.Add(1)
 		go b.pushWorker(b.pushShards[i])
@@ -474,9 +488,22 @@ func (b *Bridge) serve(ctx context.Context, t *tenant) error {
 		return fmt.Errorf("bridge: add service: %w", err)
 	}
 	t.svc = svc
+	// Pushes, puts and acks are decoded by the intake's workers (see
+	// intake.go); pushes and puts then go on in the order they came.
+	staged := func(prepare stagedHandler, ordered bool) func(*tenant, micro.Request) {
+		st := b.intake.newStage(prepare, ordered)
+		if ordered {
+			b.wg.Add(1)
+			go func() {
+				defer b.wg.Done()
+				st.sequence()
+			}()
+		}
+		return st.handle
+	}
 	handlers := map[string]func(*tenant, micro.Request){
-		protocol.VerbPush: b.handlePush, protocol.VerbPut: b.handlePut, protocol.VerbPop: b.handlePop,
-		protocol.VerbAck: b.handleAck, protocol.VerbRenew: b.handleRenew, protocol.VerbConfigure: b.handleConfigure,
+		protocol.VerbPush: staged(b.preparePush, true), protocol.VerbPut: staged(b.preparePut, true), protocol.VerbPop: b.handlePop,
+		protocol.VerbAck: staged(b.prepareAck, false), protocol.VerbRenew: b.handleRenew, protocol.VerbConfigure: b.handleConfigure,
 		protocol.VerbInfo: b.handleInfo, protocol.VerbList: b.handleList, protocol.VerbDelete: b.handleDelete,
 		protocol.VerbDLQ: b.handleDLQ, protocol.VerbSeek: b.handleSeek, protocol.VerbGroups: b.handleGroups,
 		protocol.VerbPeek: b.handlePeek, protocol.VerbTxn: b.handleTxn, protocol.VerbNamespacePop: b.handleNamespacePop,
@@ -650,6 +677,10 @@ func (b *Bridge) stop() {
 			}
 		}
 	}
+	// The requests the handlers took reach their workers.
+	if !b.intake.wait(deadline) {
+		b.log.Warn("stop: requests still being decoded at the deadline")
+	}
 	idle := b.track.close()
 	b.pops.stop()
 	select {
@@ -796,7 +827,11 @@ func (b *Bridge) respondError(c *call, err error) {
 // fail answers a request of t from its handler with an error.
 func (b *Bridge) fail(t *tenant, req micro.Request, err error) {
 	if s := t.endpointOf(b.cfg.Prefix, req.Subject()); s != nil {
-		s.syncErrors.Add(1)
+		if _, ok := req.(*detached); ok {
+			s.asyncErrors.Add(1) // micro does not see this answer
+		} else {
+			s.syncErrors.Add(1)
+		}
 	}
 	code, msg := b.errorOf(req.Subject(), err)
 	if req.Reply() == "" {

@@ -21,38 +21,48 @@ type pushJob struct {
 	quota int64 // message bytes, held against the tenant's max_bytes until answered
 }
 
-func (b *Bridge) handlePush(t *tenant, req micro.Request) {
+// preparePush is the first half of a push's handler (see stagedHandler):
+// it runs on a decoder, or inline for a small body.
+func (b *Bridge) preparePush(t *tenant, req micro.Request) func() {
 	queue, err := b.queueOf(t, req)
 	if err != nil {
 		b.fail(t, req, err)
-		return
+		return nil
 	}
 	if b.pushFull(t, req, protocol.VerbPush) {
-		return
+		return nil
 	}
 	msgs, err := wire.DecodePush(req.Data(), b.lim)
+	if err == nil {
+		err = b.checkDeliverable(msgs)
+	}
 	if err != nil {
 		b.fail(t, req, err)
-		return
+		return nil
 	}
-	b.enqueuePush(t, req, protocol.VerbPush, queue, msgs)
+	return func() { b.enqueuePush(t, req, protocol.VerbPush, queue, msgs) }
 }
 
-func (b *Bridge) handlePut(t *tenant, req micro.Request) {
+// preparePut is preparePush for a put.
+func (b *Bridge) preparePut(t *tenant, req micro.Request) func() {
 	queue, err := b.queueOf(t, req)
 	if err != nil {
 		b.fail(t, req, err)
-		return
+		return nil
 	}
 	if b.pushFull(t, req, protocol.VerbPut) {
-		return
+		return nil
 	}
 	msg, err := wire.DecodePut(req.Data(), req.Headers(), b.lim)
+	msgs := []domain.PushMessage{msg}
+	if err == nil {
+		err = b.checkDeliverable(msgs)
+	}
 	if err != nil {
 		b.fail(t, req, err)
-		return
+		return nil
 	}
-	b.enqueuePush(t, req, protocol.VerbPut, queue, []domain.PushMessage{msg})
+	return func() { b.enqueuePush(t, req, protocol.VerbPut, queue, msgs) }
 }
 
 // pushFull refuses a push at once, before the work of decoding it, when
@@ -107,11 +117,9 @@ func (b *Bridge) checkDeliverable(msgs []domain.PushMessage) error {
 	return nil
 }
 
+// enqueuePush is the second half of a push's or put's handler: in the
+// order the requests came, it admits msgs and hands them to a push worker.
 func (b *Bridge) enqueuePush(t *tenant, req micro.Request, verb string, queue domain.QueueRef, msgs []domain.PushMessage) {
-	if err := b.checkDeliverable(msgs); err != nil {
-		b.fail(t, req, err)
-		return
-	}
 	held, err := t.quota.admitPush(msgs, time.Now())
 	if err != nil {
 		b.fail(t, req, err)
