@@ -2,14 +2,13 @@ package bridge
 
 import (
 	"runtime"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/combmq/comb/internal/wire"
+	"github.com/combmq/comb/internal/wire/wiretest"
 )
 
 // BenchmarkDecodeStage is the decoding of pushes as one endpoint's
@@ -28,8 +27,8 @@ func BenchmarkDecodeStage(b *testing.B) {
 		name string
 		body []byte
 	}{
-		{"push-100x256B", pushBody(100)},
-		{"push-1x256B", pushBody(1)},
+		{"push-100x256B", wiretest.ReferencePush(100)},
+		{"push-1x256B", wiretest.ReferencePush(1)},
 	} {
 		prepare := func(_ *tenant, req micro.Request) func() {
 			msgs, err := wire.DecodePush(req.Data(), wire.DefaultLimits())
@@ -77,18 +76,3 @@ func BenchmarkDecodeStage(b *testing.B) {
 }
 
 var sink atomic.Int64
-
-// pushBody is a push of n messages of the loader's shape: 200 partitions,
-// data a 256-byte JSON string.
-func pushBody(n int) []byte {
-	var sb strings.Builder
-	sb.WriteString(`{"messages":[`)
-	for i := range n {
-		if i > 0 {
-			sb.WriteByte(',')
-		}
-		sb.WriteString(`{"partition":"p-` + strconv.Itoa(i%200) + `","data":"` + strings.Repeat("abcdefgh", 31) + `1234567"}`)
-	}
-	sb.WriteString(`]}`)
-	return []byte(sb.String())
-}

@@ -18,7 +18,9 @@ func TestFrameRoundTrip(t *testing.T) {
 	encs := []domain.Encoding{domain.EncodingBinary, domain.EncodingJSON, domain.EncodingUnknown, domain.EncodingBinary}
 	hdrs := []domain.Headers{nil, domain.Headers(`{"traceparent":["00-ab-cd-01"]}`), nil, domain.Headers(`{"X":["` + string(bytes.Repeat([]byte("v"), 200)) + `"]}`)}
 	for i := range ids {
+		before := len(buf)
 		buf = appendFrame(buf, ids[i], datas[i], encs[i], hdrs[i])
+		require.Equal(t, frameLen(ids[i], datas[i], hdrs[i]), len(buf)-before, "frameLen of frame %d", i)
 	}
 	rest := buf
 	for i := range ids {
@@ -81,6 +83,7 @@ func FuzzReadFrame(f *testing.F) {
 			}
 			// Whatever decodes must survive a re-encoding unchanged.
 			again := appendFrame(nil, string(fr.id), fr.data, fr.enc, fr.headers)
+			require.Len(t, again, frameLen(string(fr.id), fr.data, fr.headers), "frameLen")
 			fr2, r2, err := readFrame(again, framesHeaders)
 			require.NoError(t, err)
 			require.Equal(t, fr.id, fr2.id)

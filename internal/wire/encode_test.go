@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/combmq/comb/domain"
+	"github.com/combmq/comb/internal/wire/wiretest"
 	"github.com/combmq/comb/protocol"
 )
 
@@ -218,16 +219,7 @@ func BenchmarkDecodePush(b *testing.B) {
 // BenchmarkDecodePushStrings is the loader's shape: 100 messages whose data
 // is a 256-byte JSON string.
 func BenchmarkDecodePushStrings(b *testing.B) {
-	var sb strings.Builder
-	sb.WriteString(`{"messages":[`)
-	for i := range 100 {
-		if i > 0 {
-			sb.WriteByte(',')
-		}
-		sb.WriteString(`{"partition":"p-` + strconv.Itoa(i%200) + `","data":"` + strings.Repeat("abcdefgh", 31) + `1234567"}`)
-	}
-	sb.WriteString(`]}`)
-	body := []byte(sb.String())
+	body := wiretest.ReferencePush(100)
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
@@ -265,16 +257,7 @@ func BenchmarkDecodePushHeaders(b *testing.B) {
 // core at once: the decoder shares nothing, so with -cpu 1,2,4 its
 // throughput should grow with the cores the machine has.
 func BenchmarkDecodePushParallel(b *testing.B) {
-	var sb strings.Builder
-	sb.WriteString(`{"messages":[`)
-	for i := range 100 {
-		if i > 0 {
-			sb.WriteByte(',')
-		}
-		sb.WriteString(`{"partition":"p-` + strconv.Itoa(i%200) + `","data":"` + strings.Repeat("abcdefgh", 31) + `1234567"}`)
-	}
-	sb.WriteString(`]}`)
-	body := []byte(sb.String())
+	body := wiretest.ReferencePush(100)
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {

@@ -1,9 +1,11 @@
 // Package wiretest holds the seed corpus of the request decoders' fuzz
 // tests, good bodies and bad, by verb: the wire package fuzzes its
 // decoders from it, and the bridge sends all of it to a running broker.
+// It also builds the reference shape's push body for benchmarks.
 package wiretest
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/combmq/comb/protocol"
@@ -58,4 +60,19 @@ var Bodies = map[string][]string{
 	protocol.VerbPeek: {``, `{}`, `{"partition":"eu","from":0,"limit":100}`, `{"partition":"eu","id":"order-8"}`, `{"from":-1}`,
 		`{"limit":0}`, `{"limit":1001}`, `{"id":"x","from":3}`, `{"from":"0"}`, `{"group":"g"}`, "{\"partition\":\"\xff\"}",
 		`{"id":"\udc00"}`, `{"from":9223372036854775807,"limit":1000}`},
+}
+
+// ReferencePush is a push of n messages in the loader's reference shape:
+// partitions p-0 … p-199 in turn, data a 256-byte JSON string.
+func ReferencePush(n int) []byte {
+	var sb strings.Builder
+	sb.WriteString(`{"messages":[`)
+	for i := range n {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(`{"partition":"p-` + strconv.Itoa(i%200) + `","data":"` + strings.Repeat("abcdefgh", 31) + `1234567"}`)
+	}
+	sb.WriteString(`]}`)
+	return []byte(sb.String())
 }
