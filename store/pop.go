@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/combmq/comb/domain"
 	"github.com/combmq/comb/protocol"
@@ -356,7 +357,7 @@ func readPop(br pgx.BatchResults, maxN int) ([]domain.Message, []int64, []leased
 		format                          int16
 		name, lease                     string
 		created                         time.Time
-		payload                         []byte
+		payload                         pgtype.DriverBytes
 		others                          []string
 		ready                           int64
 	)
@@ -368,8 +369,9 @@ func readPop(br pgx.BatchResults, maxN int) ([]domain.Message, []int64, []leased
 		if n := len(leases); n == 0 || leases[n-1].pid != partID {
 			leases = append(leases, leasedRange{pid: partID, name: name, lo: lo, hi: hi, prev: delivered, lease: lease})
 		}
-		// pgx reuses payload's memory for the next row: copy it once per
-		// segment, and let the messages alias the copy.
+		// payload is pgx's read buffer, valid until the next row: copy it
+		// once per segment (scanning into a []byte would copy it as well),
+		// and let the messages alias the copy.
 		rest := append([]byte(nil), payload...)
 		for off := base; off < base+int64(count); off++ {
 			f, r, err := readFrame(rest, format)

@@ -314,7 +314,7 @@ func (p *pushPlan) buildSegments() {
 
 // segmentArrays returns the segments as the arrays the SQL unnests, in
 // partition id order.
-func (p *pushPlan) segmentArrays() (pids, ns, bs []int64, payloads [][]byte, hot []bool) {
+func (p *pushPlan) segmentArrays() (pids, ns, bs []int64, payloads byteaArray, hot []bool) {
 	for _, id := range p.pids {
 		seg := p.segs[id]
 		if seg == nil {
