@@ -365,3 +365,38 @@ func TestLearnMarksKnownGroup(t *testing.T) {
 	require.True(t, k.partial)
 	require.Equal(t, []string{"some"}, k.cands)
 }
+
+// TestCandidateChunks: a pop tries its group's candidates a chunk at a
+// time, every candidate once, starting at the chunk its turn names.
+func TestCandidateChunks(t *testing.T) {
+	t.Parallel()
+	require.Nil(t, candidateChunks(nil, 3, 8))
+	cands := make([]string, 20)
+	for i := range cands {
+		cands[i] = "p" + strconv.Itoa(i)
+	}
+	for turn := range 5 {
+		chunks := candidateChunks(cands, turn, 8)
+		require.Len(t, chunks, 3)
+		require.Equal(t, cands[(turn%3)*8], chunks[0][0], "turn %d starts at its chunk", turn)
+		var all []string
+		for _, c := range chunks {
+			require.LessOrEqual(t, len(c), 8)
+			all = append(all, c...)
+		}
+		require.ElementsMatch(t, cands, all, "turn %d tries every candidate once", turn)
+	}
+	require.Equal(t, [][]string{{"a", "b"}}, candidateChunks([]string{"a", "b"}, 7, 8))
+
+	// Pops that take one mark take turns.
+	b := &Bridge{cfg: Config{MaxPops: 100, RetryInterval: time.Hour}}
+	p := newPopper(b)
+	q := domain.Global("q")
+	job := &popJob{call: testCall(), req: domain.PopParams{Queue: q, Group: "g", Max: 1}}
+	p.attach(q, "g", true)
+	p.learn(job, time.Now(), cands, false)
+	_, k1 := p.attach(q, "g", true)
+	_, k2 := p.attach(q, "g", true)
+	require.True(t, k1.valid)
+	require.Equal(t, k1.turn+1, k2.turn)
+}
