@@ -243,6 +243,12 @@ type PopResult struct {
 	// its partition), and found no more ready ones than it reports.
 	Ready      []string
 	ReadyKnown bool
+	// Kept are partitions the pop held locked and left ready: it claimed
+	// them and leased nothing of them (its max ran out first), or gave
+	// them back. A concurrent pop skipped them as locked and may have
+	// taken its group for empty there; the bridge wakes the group's pops
+	// for them.
+	Kept []string
 }
 
 // Message is a delivered message.

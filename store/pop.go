@@ -150,9 +150,11 @@ WITH ready AS MATERIALIZED (
        (SELECT count(*) FROM ready)`)
 }
 
-// popTail leases what cand claimed and reads its segments; report is the
-// last two columns of every row: the ready partitions not leased, and how
-// many were ready.
+// popTail leases what cand claimed and reads its segments; report is two
+// of the last three columns of every row: the ready partitions not leased,
+// and how many were ready. The last is the partitions the pop claimed and
+// leased nothing of (its max ran out on the ones before): other pops
+// skipped them, locked, while they stayed ready (PopResult.Kept).
 func popTail(report string) string {
 	return `, alloc AS (
     SELECT cand.*, least(next_offset - committed,
@@ -178,7 +180,8 @@ func popTail(report string) string {
 )
 SELECT u.partition_id, u.name, u.lo, u.hi, u.lease_id, u.attempts, u.delivered_upto,
        s.base_offset, s.count, s.created_at, s.payload, s.frame_format,
-       ` + report + `
+       ` + report + `,
+       (SELECT array_agg(a.name) FROM alloc a WHERE a.n <= 0)
 FROM upd u
 CROSS JOIN LATERAL (SELECT max(base_offset) AS b0 FROM comb_segments
                     WHERE partition_id = u.partition_id AND base_offset <= u.lo) f
@@ -305,12 +308,13 @@ func (s *Store) PopReport(ctx context.Context, req domain.PopParams) (domain.Pop
 	if req.MaxBytes > 0 {
 		out, trim = trimToFit(req, out, pids, leases)
 	}
-	res := domain.PopResult{Messages: out, Ready: rep.others,
+	res := domain.PopResult{Messages: out, Ready: rep.others, Kept: rep.kept,
 		ReadyKnown: len(leases) > 0 && rep.ready > 0 && rep.ready < int64(parts+readyReportMax)}
 	if trim != nil {
 		for _, l := range leases {
 			if slices.Contains(trim.pids, l.pid) {
 				res.Ready = append(res.Ready, l.name)
+				res.Kept = append(res.Kept, l.name)
 			}
 		}
 	}
@@ -329,7 +333,7 @@ func (s *Store) PopReport(ctx context.Context, req domain.PopParams) (domain.Pop
 			// The messages returned are leased and committed: the rest
 			// stays leased until its lease expires.
 			s.log.Warn("pop: give back what does not fit", "queue", req.Queue, "err", err)
-			res.Ready, res.ReadyKnown = rep.others, false
+			res.Ready, res.ReadyKnown, res.Kept = rep.others, false, rep.kept
 			return res, nil
 		}
 		return none, fmt.Errorf("pop: commit: %w", classify(err))
@@ -358,13 +362,13 @@ func readPop(br pgx.BatchResults, maxN int) ([]domain.Message, []int64, []leased
 		name, lease                     string
 		created                         time.Time
 		payload                         pgtype.DriverBytes
-		others                          []string
+		others, kept                    []string
 		ready                           int64
 	)
 	_, err = pgx.ForEachRow(rows, []any{&partID, &name, &lo, &hi, &lease, &attempts, &delivered,
-		&base, &count, &created, &payload, &format, &others, &ready}, func() error {
+		&base, &count, &created, &payload, &format, &others, &ready, &kept}, func() error {
 		if len(leases) == 0 {
-			rep = readyReport{others: others, ready: ready} // the same on every row
+			rep = readyReport{others: others, ready: ready, kept: kept} // the same on every row
 		}
 		if n := len(leases); n == 0 || leases[n-1].pid != partID {
 			leases = append(leases, leasedRange{pid: partID, name: name, lo: lo, hi: hi, prev: delivered, lease: lease})
@@ -409,6 +413,7 @@ type leasedRange struct {
 type readyReport struct {
 	others []string
 	ready  int64
+	kept   []string // claimed, and nothing leased (see popTail)
 }
 
 // trimPopSQL shrinks leases to what a trimmed pop returns ($4 is the last

@@ -954,3 +954,38 @@ func TestPopReportsReadyPartitions(t *testing.T) {
 	require.Empty(t, res.Ready)
 	require.True(t, res.ReadyKnown)
 }
+
+// A pop of several partitions claims their cursors before it spreads its
+// max over them: the ones its max did not reach stay ready, and were held
+// locked meanwhile (concurrent pops skipped them). It reports them as
+// Kept, and so a partition it gave back; a pop whose max reaches every
+// partition it claimed keeps none.
+func TestPopReportsKeptPartitions(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx := ctxT(t)
+	for _, p := range []string{"a", "b", "c"} {
+		pushN(t, st, "q", p, 0, 5)
+	}
+	q := domain.Global("q")
+	res, err := st.PopReport(ctx, domain.PopParams{Queue: q, Max: 5, Partitions: 3})
+	require.NoError(t, err)
+	require.Len(t, res.Messages, 5)
+	first := res.Messages[0].Partition
+	rest := slices.DeleteFunc([]string{"a", "b", "c"}, func(p string) bool { return p == first })
+	require.ElementsMatch(t, rest, res.Kept, "claimed, and the max ran out before them")
+	require.ElementsMatch(t, rest, res.Ready)
+
+	res, err = st.PopReport(ctx, domain.PopParams{Queue: q, Max: 100, Partitions: 3})
+	require.NoError(t, err)
+	require.Len(t, res.Messages, 10)
+	require.Empty(t, res.Kept)
+
+	// Given back: the reply carried one message of a partition's five.
+	pushN(t, st, "q", "d", 0, 5)
+	size := func(*domain.Message) int { return 10 }
+	res, err = st.PopReport(ctx, domain.PopParams{Queue: q, Max: 10, MaxBytes: 10, SizeOf: size})
+	require.NoError(t, err)
+	require.Len(t, res.Messages, 1)
+	require.Equal(t, []string{"d"}, res.Kept)
+}
