@@ -170,3 +170,30 @@ func TestAutoAckLeftoversStayCandidates(t *testing.T) {
 		require.Equal(t, 3000, got, "pops of %s read everything before two empty polls", shape)
 	}
 }
+
+// A pop of several partitions that claimed one and leased nothing of it
+// (its max ran out on the partition before) wakes its group's pops for
+// it, on every bridge: a concurrent pop skipped it as locked and may have
+// forgotten it, and no ack will come for a partition nobody leased.
+func TestPopWakesForWhatItKept(t *testing.T) {
+	t.Parallel()
+	env := combtest.Start(t)
+	nc := env.NC
+	push(t, nc, "kept", messagesBody(10, func(i int) (string, int) { return fmt.Sprint("p", i%2), i }))
+	wakes, err := nc.SubscribeSync("_COMB.comb.wake.kept")
+	require.NoError(t, err)
+	require.NoError(t, nc.Flush())
+
+	ms := pop(t, nc, "kept", `{"group":"g","partitions":2,"max":5}`)
+	require.Len(t, ms, 5)
+	other := map[string]string{"p0": "p1", "p1": "p0"}[ms[0].Partition]
+	var bodies []string
+	for {
+		m, err := wakes.NextMsg(2 * time.Second)
+		require.NoError(t, err, "no wake-up for %s among %q", other, bodies)
+		bodies = append(bodies, string(m.Data))
+		if strings.Contains(string(m.Data), "g\t"+other) {
+			break
+		}
+	}
+}

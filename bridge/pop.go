@@ -291,17 +291,16 @@ func (p *popper) run(job *popJob) {
 	tried := began
 	if p.b.maintenance.Load() {
 		err = errMaintenance // nothing may read PostgreSQL
-	} else if k.valid && len(k.cands) > 0 && job.req.Partitions <= 1 {
+	} else if k.valid && len(k.cands) > 0 {
 		// Only the candidates can be ready (or, under a partial mark,
-		// are known to be): try them by key, a chunk a statement, until
-		// one leases something. Finding nothing keeps a
-		// full mark (no new one: no cursor was read); under a partial
-		// one, every cursor is read next. Pops of several partitions
-		// read every cursor: from candidates, the closed loop's
-		// (-pop-partitions 4) max e2e grew from 0.33-0.40 s to
-		// 0.86-1.06 s, for reasons not found yet.
+		// are known to be): try them by key, a chunk a statement (at
+		// least twice the partitions the pop may lease), until one
+		// leases something. Finding nothing keeps a full mark (no new
+		// one: no cursor was read); under a partial one, every cursor
+		// is read next. What a concurrent pop held locked and left
+		// ready comes back by its wake-up (wakeKept).
 		job.hint, began = "", time.Time{}
-		for _, chunk := range candidateChunks(k.cands, k.turn, candidateChunk) {
+		for _, chunk := range candidateChunks(k.cands, k.turn, max(candidateChunk, 2*job.req.Partitions)) {
 			if msgs, err = p.popCandidates(job, seq, chunk); err != nil || len(msgs) > 0 {
 				break
 			}
@@ -389,6 +388,7 @@ func (p *popper) pop(job *popJob) (domain.PopResult, error) {
 // has attached to its queue, began is when the call began.
 func (p *popper) popAll(job *popJob, attached bool, began time.Time) ([]domain.Message, error) {
 	res, err := p.pop(job)
+	p.wakeKept(job, res)
 	if err == nil && attached && len(res.Messages) > 0 && (res.ReadyKnown || len(res.Ready) > 0) {
 		p.learn(job, began, stillReady(job, res), !res.ReadyKnown)
 	}
@@ -470,6 +470,7 @@ func (p *popper) popCandidates(job *popJob, seq uint64, cands []string) ([]domai
 	if err != nil {
 		return nil, err
 	}
+	p.wakeKept(job, res)
 	done := cands
 	if len(res.Messages) > 0 {
 		// What it did not report ready it leased, or found empty. Under
@@ -480,6 +481,25 @@ func (p *popper) popCandidates(job *popJob, seq uint64, cands []string) ([]domai
 	}
 	p.forgetCandidates(job.req.Queue, job.req.Group, seq, done)
 	return res.Messages, nil
+}
+
+// wakeKept wakes the pops of the job's group, on every bridge, for the
+// partitions its pop held locked and left ready (PopResult.Kept). A
+// concurrent pop skipped them as locked: having leased nothing, it forgot
+// its candidates, or took the group for empty, and nothing else would
+// say they are ready until a mark's retry interval. With pops of several
+// partitions tried from candidates, closed-loop runs had a max e2e of
+// that interval (0.92-1.04 s) until this wake-up (docs/benchmarks.md).
+// The wake-up comes back to this bridge too, after the forgetting.
+func (p *popper) wakeKept(job *popJob, res domain.PopResult) {
+	if len(res.Kept) == 0 || job.ns {
+		return
+	}
+	w := &wakeSet{}
+	for _, part := range res.Kept {
+		w.add(job.req.Queue, job.req.Group, part)
+	}
+	p.b.publishWakes(w)
 }
 
 // forgetCandidates drops done from group's candidates, but keeps each that
