@@ -158,12 +158,13 @@ func AppendPopReply(b []byte, msgs []domain.Message, limit int) ([]byte, int) {
 	base := len(b)
 	b = append(b, `{"messages":[`...)
 	n := 0
+	var last timeSpan
 	for i := range msgs {
 		mark := len(b)
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendMessage(b, &msgs[i])
+		b = appendMessage(b, &msgs[i], &last)
 		if limit > 0 && len(b)-base+2 > limit {
 			b = b[:mark]
 			break
@@ -173,7 +174,16 @@ func AppendPopReply(b []byte, msgs []domain.Message, limit int) ([]byte, int) {
 	return append(b, "]}"...), n
 }
 
-func appendMessage(b []byte, m *domain.Message) []byte {
+// timeSpan is where in a reply the last created_at was encoded: the
+// messages of one segment share their time, and formatting it was 2.6 %
+// of the broker's CPU in the reference shape (a CPU profile); copying the
+// bytes already written is much cheaper (BenchmarkPopReply).
+type timeSpan struct {
+	t      time.Time
+	lo, hi int
+}
+
+func appendMessage(b []byte, m *domain.Message, last *timeSpan) []byte {
 	b = slices.Grow(b, messageSize(m))
 	b = append(b, '{')
 	if m.Queue != "" {
@@ -196,7 +206,13 @@ func appendMessage(b []byte, m *domain.Message) []byte {
 	b = append(b, `,"attempt":`...)
 	b = strconv.AppendInt(b, int64(m.Attempt), 10)
 	b = append(b, `,"created_at":`...)
-	b = AppendTime(b, m.CreatedAt)
+	if last.hi > 0 && m.CreatedAt.Equal(last.t) {
+		b = append(b, b[last.lo:last.hi]...)
+	} else {
+		lo := len(b)
+		b = AppendTime(b, m.CreatedAt)
+		*last = timeSpan{t: m.CreatedAt, lo: lo, hi: len(b)}
+	}
 	b = appendHeaders(b, m.Headers)
 	b = append(b, ',')
 	b = AppendData(b, m.Data, m.Encoding)

@@ -184,11 +184,14 @@ func TestReplies(t *testing.T) {
 	require.Contains(t, string(ConfigReply(domain.DefaultQueueConfig())), `"lease_ms":30000`)
 }
 
+// BenchmarkPopReply encodes a reply of 1,000 messages from segments of
+// 100, each segment's messages sharing its time, as a pop's do.
 func BenchmarkPopReply(b *testing.B) {
 	msgs := make([]domain.Message, 1000)
+	created := time.Now()
 	for i := range msgs {
 		msgs[i] = domain.Message{Partition: "p-1", Offset: int64(i), ID: "id", Lease: "l-123456", Attempt: 1,
-			CreatedAt: time.Now(), Data: []byte(`{"sku":42,"name":"a widget","tags":["x","y"],"price":12.5}`)}
+			CreatedAt: created.Add(time.Duration(i/100) * time.Millisecond), Data: []byte(`{"sku":42,"name":"a widget","tags":["x","y"],"price":12.5}`)}
 	}
 	b.ReportAllocs()
 	for b.Loop() {
@@ -303,5 +306,49 @@ func BenchmarkPopReplyParallel(b *testing.B) {
 				buf, _ = AppendPopReply(buf[:0], msgs, 0)
 			}
 		})
+	})
+}
+
+// A reply writes each message's created_at as AppendTime does, whether it
+// repeats the message before's time, an earlier one's, an equal instant in
+// another zone, or none.
+func TestPopReplyTimes(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 12, 2, 18, 0, 0, 5, time.UTC)
+	times := []time.Time{t0, t0, t0.Add(time.Millisecond), t0, t0.In(time.FixedZone("x", 3600)), {}, {}, t0}
+	msgs := make([]domain.Message, len(times))
+	for i, c := range times {
+		msgs[i] = domain.Message{Partition: "p", Offset: int64(i), Attempt: 1, CreatedAt: c, Data: []byte("1")}
+	}
+	b, n := PopReply(msgs, 0)
+	require.Equal(t, len(msgs), n)
+	for i, part := range bytes.Split(b, []byte(`"created_at":`))[1:] {
+		require.True(t, bytes.HasPrefix(part, AppendTime(nil, times[i])), "message %d: %s", i, part)
+	}
+	for i, m := range decodePopReply(t, b) {
+		require.True(t, m.CreatedAt.Equal(times[i]), "message %d", i)
+	}
+}
+
+func FuzzPopReplyTimes(f *testing.F) {
+	f.Add(int64(0), int64(0), int64(0), uint8(3))
+	f.Add(int64(1_700_000_000), int64(999_999_999), int64(1), uint8(0xa5))
+	f.Fuzz(func(t *testing.T, sec, nsec, step int64, pattern uint8) {
+		t0 := time.Unix(sec%(1<<33), nsec%1_000_000_000)
+		var want []byte
+		msgs := make([]domain.Message, 8)
+		for i := range msgs {
+			c := t0
+			if pattern&(1<<i) != 0 {
+				c = t0.Add(time.Duration(step % (1 << 40)))
+			}
+			msgs[i] = domain.Message{Partition: "p", Offset: int64(i), Attempt: 1, CreatedAt: c, Data: []byte("1")}
+			if i > 0 {
+				want = append(want, ',')
+			}
+			want = appendMessage(want, &msgs[i], &timeSpan{})
+		}
+		got, _ := PopReply(msgs, 0)
+		require.Equal(t, `{"messages":[`+string(want)+`]}`, string(got))
 	})
 }
