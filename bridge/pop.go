@@ -372,8 +372,10 @@ func (p *popper) pop(job *popJob) (domain.PopResult, error) {
 			req := job.req
 			req.Partition = hint
 			p.storeCalls.Add(1)
-			if msgs, err := p.b.st.Pop(ctx, req); err == nil && len(msgs) > 0 {
-				return domain.PopResult{Messages: msgs}, nil
+			if res, err := p.b.st.PopReport(ctx, req); err == nil && len(res.Messages) > 0 {
+				// What it gave back is Kept (wakeKept); what it reports
+				// ready of one partition teaches the marks nothing.
+				return domain.PopResult{Messages: res.Messages, Kept: res.Kept}, nil
 			}
 		}
 	}
