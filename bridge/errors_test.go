@@ -3,7 +3,6 @@ package bridge_test
 import (
 	"context"
 	"log/slog"
-	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/combmq/comb/bridge"
 	"github.com/combmq/comb/embeddednats"
+	"github.com/combmq/comb/internal/freeport"
 	"github.com/combmq/comb/internal/testenv"
 	"github.com/combmq/comb/protocol"
 	"github.com/combmq/comb/store"
@@ -25,10 +25,9 @@ import (
 // the detail.
 func TestUnavailableReplyNamesNoHost(t *testing.T) {
 	t.Parallel()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freeport.Loopback()
 	require.NoError(t, err)
-	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-	require.NoError(t, l.Close()) // nothing listens there now
+	port := strconv.Itoa(p) // nothing listens there
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	st, err := store.Open(ctx, "postgres://someuser:sekrit@127.0.0.1:"+port+"/somedb?connect_timeout=2", store.Options{})

@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
-	"net"
 	"net/url"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/combmq/comb/internal/freeport"
 	"github.com/stretchr/testify/require"
 )
 
@@ -36,10 +36,8 @@ func (s *syncBuffer) String() string {
 // it are refused at once.
 func closedPort(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.LoopbackAddr()
 	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
 	return addr
 }
 

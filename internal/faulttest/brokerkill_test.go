@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +24,7 @@ import (
 
 	comb "github.com/combmq/comb/clients/go"
 	"github.com/combmq/comb/internal/cli"
+	"github.com/combmq/comb/internal/freeport"
 	"github.com/combmq/comb/internal/pgtest"
 )
 
@@ -338,10 +338,8 @@ func newBrokerProc(t *testing.T, pgURL string) *brokerProc {
 	t.Helper()
 	// A port of our own, free now: the restarted broker must listen where
 	// the clients reconnect, so "127.0.0.1:0" will not do.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.LoopbackAddr()
 	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
 	// Without a URL the broker runs its own PostgreSQL in its data dir.
 	pg := []string{"-postgres-url", pgURL}
 	if pgURL == "" {

@@ -5,7 +5,6 @@ package faulttest
 import (
 	"context"
 	"fmt"
-	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	comb "github.com/combmq/comb/clients/go"
+	"github.com/combmq/comb/internal/freeport"
 	"github.com/combmq/comb/internal/pgtest"
 )
 
@@ -348,10 +348,9 @@ func newClusterProcs(t *testing.T, pgURL string, n int, extra ...string) []*brok
 	routes := make([]string, n)
 	listen := make([]string, n)
 	for i := range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		addr, err := freeport.LoopbackAddr()
 		require.NoError(t, err)
-		listen[i] = ln.Addr().String()
-		require.NoError(t, ln.Close())
+		listen[i] = addr
 		routes[i] = "nats-route://" + listen[i]
 	}
 	bs := make([]*brokerProc, n)

@@ -24,7 +24,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	mrand "math/rand/v2"
 	"net"
 	"net/url"
 	"os"
@@ -40,6 +39,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/combmq/comb/internal/freeport"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -732,7 +732,7 @@ func waitGone(pids []int, d time.Duration) bool {
 func (c *Cluster) launchPicking(ctx context.Context, pick bool) error {
 	for attempt := 1; ; attempt++ {
 		if pick {
-			p, err := freePort()
+			p, err := freeport.Loopback()
 			if err != nil {
 				return fmt.Errorf("pgcluster: pick a port: %w", err)
 			}
@@ -749,49 +749,6 @@ func (c *Cluster) launchPicking(ctx context.Context, pick bool) error {
 // ErrPortInUse means the server could not bind its port: another process
 // holds it. Start returns it wrapped when a fixed Options.Port is taken.
 var ErrPortInUse = errors.New("port in use")
-
-// freePort returns a free loopback port below the kernel's ephemeral range
-// when there is room for one there, any free port otherwise. Below that
-// range no listener asking for port 0 and no outgoing connection is ever
-// given it, so a cluster stopped for a while (a fault test's outage, a
-// supervised restart) finds its port free again, and nobody's server
-// answers Comb on it meanwhile: a test HTTP server that took a stopped
-// cluster's port once held every connection attempt of Comb's for 10 s.
-func freePort() (int, error) {
-	if lo, ok := ephemeralLow(); ok && lo > 2*minPickedPort {
-		for range 20 {
-			p := lo/2 + mrand.IntN(lo/2)
-			if l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p))); err == nil {
-				l.Close()
-				return p, nil
-			}
-		}
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// minPickedPort keeps picked ports clear of the well-known and the usual
-// fixed ones (PostgreSQL's 5432, Comb's 5433, 8480, NATS's 4222).
-const minPickedPort = 10000
-
-// ephemeralLow returns the lowest port of the kernel's ephemeral range.
-func ephemeralLow() (int, bool) {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err != nil {
-		return 0, false
-	}
-	f := strings.Fields(string(b))
-	if len(f) != 2 {
-		return 0, false
-	}
-	lo, err := strconv.Atoi(f[0])
-	return lo, err == nil
-}
 
 // socketDir is the data directory when a socket path there fits the kernel's
 // limit; "" (no Unix socket, TCP only) otherwise.
