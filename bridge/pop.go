@@ -32,6 +32,10 @@ type popJob struct {
 	// tries counts the pop's tries; from the second on, it has waited,
 	// and its requester may have gone.
 	tries int
+	// deferred marks a waiting pop that left candidates to the pops
+	// claiming them (waitQueue.claims): when one of those is left ready,
+	// the claimer's settling retries it (settleCandidates).
+	deferred bool
 	// ns marks a namespace pop (protocol.VerbNamespacePop). Its
 	// req.Queue.Name is then the namespace and its dot, "billing.": no
 	// queue's name ends in a dot, so the key of its waiters in
@@ -68,7 +72,19 @@ type waitQueue struct {
 	// the latest one retry interval later, when the mark has gone stale
 	// and a pop reads every cursor again, as a parked pop's retry would.
 	empty map[string]*emptyMark
+	// claims counts, per group and partition, the candidate pops of
+	// waiting pops in flight that try it. A waiting pop leaves a claimed
+	// candidate to its claimer: the partition's lease goes to one pop of
+	// the group, so a second try finds nothing, and at light load the
+	// pop a wake-up retried and the consumer's next pop, arriving during
+	// it, went for the same new message, one of them in vain (about 0.75
+	// pop statements a message of 1.75 at 1,000 msg/s, docs/benchmarks.md).
+	// Claims exist only while their pops are attached.
+	claims map[claimKey]int
 }
+
+// claimKey is a group's candidate partition, claimed.
+type claimKey struct{ group, partition string }
 
 // maxCandidates bounds the partitions a group's mark collects before it is
 // cheaper to read every cursor once more. A pop of the candidates finds
@@ -252,6 +268,7 @@ func (p *popper) worker() {
 func (p *popper) run(job *popJob) {
 	waits := !job.deadline.IsZero()
 	job.tries++
+	job.deferred = false
 	if waits && job.tries > 1 && p.gone(job) {
 		// Nobody would receive what it leased: the messages would stay
 		// hidden from every other consumer until the lease expired.
@@ -298,10 +315,15 @@ func (p *popper) run(job *popJob) {
 		// leases something. Finding nothing keeps a full mark (no new
 		// one: no cursor was read); under a partial one, every cursor
 		// is read next. What a concurrent pop held locked and left
-		// ready comes back by its wake-up (wakeKept).
+		// ready comes back by its wake-up (wakeKept). A pop that waits
+		// under a full mark leaves the candidates that other such pops
+		// are trying to them (waitQueue.claims), and parks when that
+		// leaves it nothing; one that does not wait, or under a partial
+		// mark, tries them all.
 		job.hint, began = "", time.Time{}
+		claim := waits && !k.partial
 		for _, chunk := range candidateChunks(k.cands, k.turn, max(candidateChunk, 2*job.req.Partitions)) {
-			if msgs, err = p.popCandidates(job, seq, chunk); err != nil || len(msgs) > 0 {
+			if msgs, err = p.popCandidates(job, seq, chunk, claim); err != nil || len(msgs) > 0 {
 				break
 			}
 		}
@@ -461,8 +483,17 @@ func (p *popper) markLocked(wq *waitQueue, queue domain.QueueRef, group string, 
 // candidate the store did not report still ready (leased now, or found
 // empty or held by another pop), or all of them when it leased nothing;
 // but it keeps each that a wake-up named again after seq, which may be
-// ready again.
-func (p *popper) popCandidates(job *popJob, seq uint64, cands []string) ([]domain.Message, error) {
+// ready again. With claim, it first leaves out the candidates other
+// waiting pops of the group are trying (claimCandidates), and makes no
+// store call when none is left.
+func (p *popper) popCandidates(job *popJob, seq uint64, cands []string, claim bool) (msgs []domain.Message, err error) {
+	if claim {
+		if cands = p.claimCandidates(job, cands); len(cands) == 0 {
+			return nil, nil
+		}
+	}
+	var done []string // forgotten once the call has settled
+	defer func() { p.settleCandidates(job.req.Queue, job.req.Group, seq, cands, done, claim) }()
 	ctx, cancel := p.b.storeCtx()
 	defer cancel()
 	req := job.req
@@ -480,7 +511,7 @@ func (p *popper) popCandidates(job *popJob, seq uint64, cands []string) ([]domai
 		return nil, err
 	}
 	p.wakeKept(job, res)
-	done := cands
+	done = cands
 	if len(res.Messages) > 0 {
 		// What it did not report ready it leased, or found empty. Under
 		// auto-ack, what it leased is settled at once and its partition
@@ -488,8 +519,68 @@ func (p *popper) popCandidates(job *popJob, seq uint64, cands []string) ([]domai
 		still := stillReady(job, res)
 		done = slices.DeleteFunc(slices.Clone(cands), func(c string) bool { return slices.Contains(still, c) })
 	}
-	p.forgetCandidates(job.req.Queue, job.req.Group, seq, done)
 	return res.Messages, nil
+}
+
+// claimCandidates returns those of cands that no other waiting pop of
+// job's group is trying, and claims them for job; it marks job deferred
+// when it left any out.
+func (p *popper) claimCandidates(job *popJob, cands []string) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	wq := p.queues[job.req.Queue] // job is attached: it exists
+	var mine []string
+	for _, c := range cands {
+		k := claimKey{job.req.Group, c}
+		if wq.claims[k] > 0 {
+			job.deferred = true
+			continue
+		}
+		wq.claims[k]++
+		mine = append(mine, c)
+	}
+	return mine
+}
+
+// settleCandidates ends a candidate pop of group: it forgets done
+// (forgetCandidates) and, when the pop had claimed tried, drops those
+// claims and retries, for each of them still a candidate (left ready, or
+// named again since seq), a waiter that deferred to the claim, hinted at
+// that partition; a deferring pop not parked yet retries too (park sees
+// the wake sequence moved).
+func (p *popper) settleCandidates(queue domain.QueueRef, group string, seq uint64, tried, done []string, claimed bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.forgetCandidatesLocked(queue, group, seq, done)
+	if !claimed {
+		return
+	}
+	wq := p.queues[queue]
+	for _, c := range tried {
+		k := claimKey{group, c}
+		if wq.claims[k]--; wq.claims[k] <= 0 {
+			delete(wq.claims, k)
+		}
+	}
+	m := wq.empty[group]
+	if m == nil {
+		return
+	}
+	for _, c := range tried {
+		if !slices.ContainsFunc(m.cands, func(x candidate) bool { return x.partition == c }) {
+			continue
+		}
+		// A pop that deferred and has not parked yet sees seq moved and
+		// tries again instead of parking.
+		wq.seq++
+		for job := range wq.waiters {
+			if job.deferred && job.req.Group == group && job.req.Partition == "" {
+				job.deferred, job.hint = false, c
+				p.unparkLocked(wq, job)
+				break
+			}
+		}
+	}
 }
 
 // wakeKept wakes the pops of the job's group, on every bridge, for the
@@ -516,6 +607,10 @@ func (p *popper) wakeKept(job *popJob, res domain.PopResult) {
 func (p *popper) forgetCandidates(queue domain.QueueRef, group string, seq uint64, done []string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.forgetCandidatesLocked(queue, group, seq, done)
+}
+
+func (p *popper) forgetCandidatesLocked(queue domain.QueueRef, group string, seq uint64, done []string) {
 	m := p.queues[queue].empty[group]
 	if m == nil {
 		return
@@ -625,7 +720,7 @@ func (p *popper) attach(queue domain.QueueRef, group string, anyPartition bool) 
 	defer p.mu.Unlock()
 	wq := p.queues[queue]
 	if wq == nil {
-		wq = &waitQueue{waiters: map[*popJob]struct{}{}, empty: map[string]*emptyMark{}}
+		wq = &waitQueue{waiters: map[*popJob]struct{}{}, empty: map[string]*emptyMark{}, claims: map[claimKey]int{}}
 		p.queues[queue] = wq
 	}
 	wq.refs++

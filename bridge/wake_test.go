@@ -400,3 +400,76 @@ func TestCandidateChunks(t *testing.T) {
 	require.True(t, k1.valid)
 	require.Equal(t, k1.turn+1, k2.turn)
 }
+
+// TestClaimedCandidates: a waiting pop leaves a candidate another waiting
+// pop of its group is trying to that pop, and parks without a store call
+// when that leaves it nothing; it stays parked when the claimer leased the
+// partition, and is retried, hinted at it, when the claimer left it ready.
+// A pop that deferred and has not parked yet retries instead of parking.
+func TestClaimedCandidates(t *testing.T) {
+	t.Parallel()
+	p := newPopper(&Bridge{cfg: Config{MaxPops: 100, RetryInterval: time.Hour}})
+	q := domain.Global("q")
+	newJob := func() *popJob {
+		return &popJob{call: testCall(), req: domain.PopParams{Queue: q, Group: "g", Max: 1}, deadline: time.Now().Add(time.Hour)}
+	}
+	// The group is known empty and its waiter w parked; a push to eu
+	// retries w.
+	w := newJob()
+	seq, _ := p.attach(q, "g", true)
+	require.True(t, p.park(w, seq, time.Now()))
+	p.wake(q, []wakeTarget{{"", "eu"}}, 1)
+	require.Same(t, w, <-p.ch)
+
+	// The consumer's next pop a, arriving meanwhile, claims eu first.
+	a := newJob()
+	seqA, k := p.attach(q, "g", true)
+	require.Equal(t, []string{"eu"}, k.cands)
+	require.Equal(t, []string{"eu"}, p.claimCandidates(a, k.cands))
+	require.False(t, a.deferred)
+	other := &popJob{call: testCall(), req: domain.PopParams{Queue: q, Group: "h", Max: 1}, deadline: time.Now().Add(time.Hour)}
+	require.Equal(t, []string{"eu"}, p.claimCandidates(other, []string{"eu"}), "another group's claim is its own")
+
+	// w finds eu claimed: nothing to try, and it parks.
+	seqW, kw := p.attach(q, "g", true)
+	require.Empty(t, p.claimCandidates(w, kw.cands))
+	require.True(t, w.deferred)
+	require.True(t, p.park(w, seqW, time.Time{}))
+	require.Equal(t, 1, p.waiting())
+
+	// a leased eu: w stays parked, and the claim is gone.
+	p.settleCandidates(q, "g", seqA, []string{"eu"}, []string{"eu"}, true)
+	require.Empty(t, p.ch)
+	require.Equal(t, 1, p.waiting())
+	_, k = p.attach(q, "g", true)
+	require.Empty(t, k.cands)
+
+	// Another push names us; a claims it, w defers to it once more, and a
+	// leaves us ready (it leased elsewhere): w is retried, hinted at us.
+	p.wake(q, []wakeTarget{{"", "us"}}, 1)
+	require.Same(t, w, <-p.ch)
+	seqA, k = p.attach(q, "g", true)
+	require.Equal(t, []string{"us"}, p.claimCandidates(a, k.cands))
+	seqW, kw = p.attach(q, "g", true)
+	require.Empty(t, p.claimCandidates(w, kw.cands))
+	require.True(t, p.park(w, seqW, time.Time{}))
+	p.settleCandidates(q, "g", seqA, []string{"us"}, nil, true)
+	require.Len(t, p.ch, 1, "w is retried")
+	require.Same(t, w, <-p.ch)
+	require.Equal(t, "us", w.hint)
+	require.False(t, w.deferred)
+	require.Equal(t, []string{"us"}, p.claimCandidates(w, []string{"us"}), "the claim was dropped")
+
+	// A pop that deferred and had not parked when the claimer left the
+	// partition ready tries again instead of parking.
+	late := newJob()
+	seqL, kl := p.attach(q, "g", true)
+	require.Equal(t, []string{"us"}, kl.cands)
+	require.Empty(t, p.claimCandidates(late, kl.cands), "w claims us")
+	p.settleCandidates(q, "g", seqW, []string{"us"}, nil, true) // w leaves it ready
+	require.True(t, p.park(late, seqL, time.Time{}))
+	require.Len(t, p.ch, 1, "queued again at once, not parked")
+	require.Same(t, late, <-p.ch)
+	require.Equal(t, 0, p.waiting())
+	p.stopTimers()
+}
