@@ -29,14 +29,20 @@ var (
 // and nobody's server answers on it meanwhile; a port picked with
 // "127.0.0.1:0" and closed, by contrast, is the next one the kernel hands
 // to whoever asks for port 0 (once a NATS client listener, whose route
-// listener then failed to bind). No port is returned twice in one process.
+// listener then failed to bind). No port is returned twice in one process,
+// nor, where file locks work, to two live processes on this machine: the
+// picker holds a lock on a file named after the port until it exits, so
+// a port left unbound for a moment (a broker between SIGTERM and its
+// restart) is not picked by a test package running beside it, or by a
+// broker child choosing its PostgreSQL's port (once another process bound
+// a broker's route port in the 1.5 s it was down in a rolling restart).
 func Loopback() (int, error) {
 	mu.Lock()
 	defer mu.Unlock()
 	if lo, ok := ephemeralLow(); ok && lo > 2*minPicked {
-		for range 50 {
+		for range 200 {
 			p := lo/2 + rand.IntN(lo/2)
-			if !handed[p] && free(p) {
+			if !handed[p] && reserve(p) && free(p) { // free(p) false: held by a server that did not pick it
 				handed[p] = true
 				return p, nil
 			}
