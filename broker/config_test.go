@@ -49,13 +49,15 @@ func TestValidateReportsEverything(t *testing.T) {
 	c.Bridge.PushWorkers = -1
 	c.Bridge.PendingBytes = 1
 	c.Bridge.StopTimeout = -time.Second
+	c.GCPercent = 5
+	c.MemoryLimit = 1 << 20
 	err := c.Validate()
 	require.Error(t, err)
 	for _, want := range []string{
 		"-data-dir is empty", "-postgres-url", "-pg-port 70000", "-pg-max-conns -1", "-sweep-interval 1ns",
 		`-pprof "nope"`, "-nats-listen 65536", "-nats-http -3", "-max-payload -1", "a cluster needs a name",
 		`-prefix "a.b"`, `-queue-group "a..b"`, "-push-workers -1", "-pending-bytes 1: must be at least max_request_bytes",
-		"-stop-timeout -1s",
+		"-stop-timeout -1s", "-gc-percent 5", "-memory-limit 1048576: want at least 32MB",
 	} {
 		require.Contains(t, err.Error(), want)
 	}

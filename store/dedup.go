@@ -63,7 +63,8 @@ const dedupSlack = 5 * time.Second
 // 64-bit hashes, in maps and slices without pointers, so that millions of
 // them cost the garbage collector nothing to scan: about 64 bytes each
 // (a map entry 56 under constant churn, its set's slice 8), and about
-// twice that in resident memory at the default GOGC. A hash found is only
+// twice that in resident memory at GOGC 100 (more at comb serve's default
+// gc_percent; docs/operations.md). A hash found is only
 // a suspect, which the push settles in PostgreSQL (checkSuspectsSQL)
 // before it calls the message a duplicate.
 type dedupPart struct {

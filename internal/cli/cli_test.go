@@ -68,6 +68,8 @@ func TestServeConfigEnvAndFlags(t *testing.T) {
 		"COMB_DURABLE_POPS":   "true",
 		"COMB_ROUTES":         "nats-route://a:6222, nats-route://b:6222",
 		"COMB_CLUSTER_NAME":   "shop",
+		"COMB_GC_PERCENT":     "250",
+		"COMB_MEMORY_LIMIT":   "1GB",
 	})
 	cfg, err := parseServe(nil, env, io.Discard)
 	require.NoError(t, err)
@@ -85,6 +87,7 @@ func TestServeConfigEnvAndFlags(t *testing.T) {
 	want.Postgres.DurablePops = true
 	want.NATS.Cluster.Routes = []string{"nats-route://a:6222", "nats-route://b:6222"}
 	want.NATS.Cluster.Name = "shop"
+	want.GCPercent, want.MemoryLimit = 250, 1<<30
 	require.Equal(t, want, cfg.Config)
 
 	// A flag wins over its variable, in either spelling.

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"sync/atomic"
 	"syscall"
 
@@ -141,6 +143,7 @@ func runServe(ctx context.Context, env Env, args []string) int {
 	for _, w := range cfg.warnings {
 		log.Warn("configuration file", "warning", w.Error())
 	}
+	applyGC(cfg.Config, env.Getenv, log)
 
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
@@ -192,5 +195,21 @@ func watchSignals(sigs <-chan os.Signal, done <-chan struct{}, cancel func(os.Si
 		log.Warn("second signal, exiting at once", "signal", s.String())
 		exit(1)
 	case <-done:
+	}
+}
+
+// applyGC sets the process's garbage collector from the configuration
+// (gc_percent, memory_limit), except where the environment's GOGC or
+// GOMEMLIMIT, which the runtime has read already, says otherwise.
+func applyGC(c broker.Config, getenv func(string) string, log *slog.Logger) {
+	if v := getenv("GOGC"); v != "" {
+		log.Info("garbage collector target from the environment", "GOGC", v)
+	} else {
+		debug.SetGCPercent(cmp.Or(c.GCPercent, broker.DefaultGCPercent))
+	}
+	if v := getenv("GOMEMLIMIT"); v != "" {
+		log.Info("memory limit from the environment", "GOMEMLIMIT", v)
+	} else if c.MemoryLimit > 0 {
+		debug.SetMemoryLimit(c.MemoryLimit)
 	}
 }
