@@ -80,9 +80,9 @@ type Config struct {
 
 // DefaultGCPercent is the garbage collector's target unless the
 // configuration or GOGC says otherwise: 400 rather than Go's 100. In the
-// closed-loop reference shape it took the broker's CPU from 3.96-4.09 to
-// 3.22-3.41 µs a message at 1.6-1.9x the resident memory (71 MB to
-// 134-137; docs/benchmarks.md, "The garbage collector's target").
+// closed-loop reference shape it took the broker's CPU from 3.87-3.90 to
+// 3.13-3.23 µs a message at about 1.8x the resident memory (73-76 MB to
+// 132-137; docs/benchmarks.md, "The garbage collector's target").
 const DefaultGCPercent = 400
 
 // DefaultSpoolMaxBytes is the spool's bound unless the configuration says

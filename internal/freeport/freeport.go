@@ -42,7 +42,7 @@ func Loopback() (int, error) {
 	if lo, ok := ephemeralLow(); ok && lo > 2*minPicked {
 		for range 200 {
 			p := lo/2 + rand.IntN(lo/2)
-			if !handed[p] && reserve(p) && free(p) { // free(p) false: held by a server that did not pick it
+			if !handed[p] && free(p) && reserve(p) {
 				handed[p] = true
 				return p, nil
 			}

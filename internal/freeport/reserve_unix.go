@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 )
 
@@ -15,17 +16,29 @@ import (
 // it exits.
 var reserved []*os.File
 
+// lockDir is the directory of the lock files, made once per process and
+// shared by every user's tests (sticky, like /tmp); "" when it cannot be
+// used.
+var lockDir = sync.OnceValue(func() string {
+	dir := filepath.Join(os.TempDir(), "comb-freeport")
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return ""
+	}
+	_ = os.Chmod(dir, 0o777|os.ModeSticky) // fails, harmlessly, unless we made it
+	return dir
+})
+
 // reserve takes the machine-wide lock on port p, or reports that another
 // live process holds it. When the lock directory cannot be used (another
 // user made it, a read-only /tmp) it reserves nothing and says yes: the
 // picker is then as good as it was without locks, no worse.
 func reserve(p int) bool {
-	dir := filepath.Join(os.TempDir(), "comb-freeport")
-	if err := os.MkdirAll(dir, 0o777); err != nil {
+	dir := lockDir()
+	if dir == "" {
 		return true
 	}
-	_ = os.Chmod(dir, 0o777|os.ModeSticky)                                                                        // shared by every user's tests; ignored unless ours
-	f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(p)), os.O_RDONLY|os.O_CREATE|syscall.O_NOFOLLOW, 0o666) // never written, never a link followed
+	// Never written, and never a link followed.
+	f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(p)), os.O_RDONLY|os.O_CREATE|syscall.O_NOFOLLOW, 0o666)
 	if err != nil {
 		return true
 	}
