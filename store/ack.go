@@ -149,17 +149,27 @@ func (s *Store) Ack(ctx context.Context, reqs []domain.AckParams) ([]domain.AckO
 	if len(aPid) > 0 {
 		err := s.withRetry(ctx, func() error {
 			clear(held)
-			rows, err := s.pool.Query(ctx, ackCompletedSQL, aPid, aGroup, aLease, aOffset)
+			b := &pgx.Batch{}
+			b.Queue(keyedPlansSQL)
+			b.Queue(ackCompletedSQL, aPid, aGroup, aLease, aOffset)
+			br := s.pool.SendBatch(ctx, b)
+			defer br.Close()
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+			rows, err := br.Query()
 			if err != nil {
 				return err
 			}
 			var k leaseKey
 			var sp leaseSpan
-			_, err = pgx.ForEachRow(rows, []any{&k.pid, &k.group, &k.lease, &sp.from, &sp.upto, &sp.next, &sp.done}, func() error {
+			if _, err = pgx.ForEachRow(rows, []any{&k.pid, &k.group, &k.lease, &sp.from, &sp.upto, &sp.next, &sp.done}, func() error {
 				held[k] = sp
 				return nil
-			})
-			return err
+			}); err != nil {
+				return err
+			}
+			return br.Close()
 		})
 		if err != nil {
 			err = fmt.Errorf("ack: %w", classify(err))

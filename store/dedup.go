@@ -446,14 +446,17 @@ func (s *Store) writeDedup(ctx context.Context, db writer, p *pushPlan) error {
 	b := &pgx.Batch{}
 	if shared {
 		b.Queue("BEGIN")
+		b.Queue(keyedPlansSQL)
 	}
 	b.Queue(lockDedupPartitionsSQL, p.pids)
 	b.Queue(readDedupSetsSQL, dpids, through, winS)
 	br := q.SendBatch(ctx, b)
 	if shared {
-		if _, err := br.Exec(); err != nil {
-			br.Close()
-			return err
+		for range 2 {
+			if _, err := br.Exec(); err != nil {
+				br.Close()
+				return err
+			}
 		}
 	}
 	next := map[int64]int64{}

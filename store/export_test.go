@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Slot maintenance with the clock given: tests choose the current slot.
@@ -29,3 +31,27 @@ var Classify = classify
 // CollideDedupHashes makes every id of the store's dedup cache share one
 // hash, so that every id remembered is a suspect that PostgreSQL settles.
 func (s *Store) CollideDedupHashes() { s.dedup.hash = func(string) uint64 { return 42 } }
+
+// KeyedStatements are the statements that keyedPlansSQL plans once per
+// connection, by key, by name.
+var KeyedStatements = map[string]string{
+	"push lock":              lockPartitionsSQL,
+	"push alloc":             allocOffsetsSQL,
+	"push insert":            insertSegmentsSQL,
+	"push holds":             insertHoldsSQL,
+	"dedup lock":             lockDedupPartitionsSQL,
+	"dedup read":             readDedupSetsSQL,
+	"dedup check":            checkSuspectsSQL,
+	"dedup remember":         insertDedupSetSQL,
+	"ack":                    ackCompletedSQL,
+	"pop one partition":      popPartitionSQL,
+	"pop candidates":         popCandidatesSQL,
+	"pop delayed partition":  popDelayedPartitionSQL,
+	"pop delayed candidates": popDelayedCandidatesSQL,
+}
+
+// PopPool is the pool that serves pops.
+func (s *Store) PopPool() *pgxpool.Pool { return s.popPool }
+
+// KeyedPlansSQL opens a transaction whose statements read by key.
+const KeyedPlansSQL = keyedPlansSQL

@@ -292,12 +292,15 @@ func (s *Store) PopReport(ctx context.Context, req domain.PopParams) (domain.Pop
 	open := req.AutoAck && req.MaxBytes > 0
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
+	if keyed {
+		b.Queue(keyedPlansSQL)
+	}
 	b.Queue(sql, args...)
 	if !open {
 		b.Queue("COMMIT")
 	}
 	br := conn.SendBatch(ctx, b)
-	out, pids, leases, rep, err := readPop(br, maxN)
+	out, pids, leases, rep, err := readPop(br, keyed, maxN)
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
@@ -343,10 +346,15 @@ func (s *Store) PopReport(ctx context.Context, req domain.PopParams) (domain.Pop
 
 // readPop reads the pop statement's rows: the messages, the partition id
 // of each, the ranges leased, and the report of ready partitions.
-func readPop(br pgx.BatchResults, maxN int) ([]domain.Message, []int64, []leasedRange, readyReport, error) {
+func readPop(br pgx.BatchResults, keyed bool, maxN int) ([]domain.Message, []int64, []leasedRange, readyReport, error) {
 	var rep readyReport
 	if _, err := br.Exec(); err != nil { // BEGIN
 		return nil, nil, nil, rep, err
+	}
+	if keyed {
+		if _, err := br.Exec(); err != nil { // keyedPlansSQL
+			return nil, nil, nil, rep, err
+		}
 	}
 	rows, err := br.Query()
 	if err != nil {

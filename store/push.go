@@ -437,12 +437,24 @@ type writer interface {
 // writeSimple writes a batch without deduplication in one round trip: pgx
 // sends the batch with a single Sync, so its statements run in one implicit
 // transaction.
+//
+// Outside a caller's transaction it plans its statements once
+// (keyedPlansSQL); inside one it leaves the caller's settings alone.
 func (s *Store) writeSimple(ctx context.Context, db writer, p *pushPlan) error {
 	b := &pgx.Batch{}
+	_, inTx := db.(pgx.Tx)
+	if !inTx {
+		b.Queue(keyedPlansSQL)
+	}
 	b.Queue(lockPartitionsSQL, p.pids)
 	read := p.queueWrite(b)
 	br := db.SendBatch(ctx, b)
 	defer br.Close()
+	if !inTx {
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+	}
 	if _, err := br.Exec(); err != nil {
 		return err
 	}

@@ -1,0 +1,122 @@
+package store_test
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/combmq/comb/domain"
+	"github.com/combmq/comb/store"
+)
+
+// TestHotStatementsPlanOnce pins that pushes (with and without ids to
+// deduplicate, with delays), acks and pops of a named partition run
+// generic plans, planned once per connection: PostgreSQL's own choice
+// planned the push's statements anew on every run (keyedPlansSQL). With
+// one connection in each pool every statement runs on the one the test
+// then asks, and pg_prepared_statements counts its plans.
+func TestHotStatementsPlanOnce(t *testing.T) {
+	ctx := ctxT(t)
+	st, err := store.Open(ctx, testURL(t), store.Options{MaxConns: 1})
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	require.NoError(t, st.Migrate(ctx))
+	configure(t, st, "d", domain.ConfigPatch{DedupWindowS: i64(60)})
+
+	const runs = 12
+	for i := range runs {
+		part := "p" + strconv.Itoa(i%3)
+		pushN(t, st, "q", part, i, 1)
+		out := push(t, st, domain.PushParams{Queue: domain.Global("d"), Messages: []domain.PushMessage{
+			{Partition: part, ID: "id-" + strconv.Itoa(i), Data: []byte(`1`), Encoding: domain.EncodingJSON},
+		}}, domain.PushParams{Queue: domain.Global("h"), Messages: []domain.PushMessage{
+			{Partition: part, Data: []byte(`1`), Encoding: domain.EncodingJSON, DelayMS: 60_000},
+		}})
+		for _, o := range out {
+			require.NoError(t, o.Err)
+			require.Equal(t, domain.Stored, o.Results[0].Status)
+		}
+
+		ms, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Partition: part, Max: 1})
+		require.NoError(t, err)
+		require.Len(t, ms, 1)
+		res := ack(t, st, "q", "", domain.Ack{Partition: part, Offset: ms[0].Offset, Lease: ms[0].Lease, Status: domain.AckCompleted})
+		require.True(t, res[0].OK, res[0].Error)
+		ms, err = st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Candidates: []string{"p0", "p1", "p2"}, Max: 1})
+		require.NoError(t, err)
+		require.Empty(t, ms)
+	}
+
+	ran := map[string]string{
+		"push lock": "main", "push alloc": "main", "push insert": "main", "push holds": "main",
+		"dedup lock": "main", "dedup read": "main", "dedup remember": "main", "ack": "main",
+		"pop one partition": "pop", "pop candidates": "pop",
+	}
+	conns := map[string]*pgxpool.Conn{}
+	for name, pool := range map[string]*pgxpool.Pool{"main": st.Pool(), "pop": st.PopPool()} {
+		c, err := pool.Acquire(ctx)
+		require.NoError(t, err)
+		defer c.Release()
+		conns[name] = c
+	}
+	for name, pool := range ran {
+		var generic, custom int64
+		err := conns[pool].QueryRow(ctx, `SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1`,
+			store.KeyedStatements[name]).Scan(&generic, &custom)
+		require.NoError(t, err, "%s: not prepared on the %s pool's connection", name, pool)
+		require.Zero(t, custom, "%s: planned for its parameters", name)
+		require.GreaterOrEqual(t, generic, int64(runs), "%s", name)
+	}
+}
+
+// TestHotPlansByKey pins that the generic plans of the statements that
+// keyedPlansSQL opens read every table by key, on the tables where
+// PostgreSQL likes a sequential scan best: a fresh queue of 200
+// partitions, each table a few pages, just analyzed.
+func TestHotPlansByKey(t *testing.T) {
+	ctx := ctxT(t)
+	st := newStore(t)
+	r := domain.PushParams{Queue: domain.Global("q")}
+	for i := range 200 {
+		r.Messages = append(r.Messages, domain.PushMessage{Partition: "p" + strconv.Itoa(i), Data: []byte(`1`), Encoding: domain.EncodingJSON})
+	}
+	require.NoError(t, push(t, st, r)[0].Err)
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Max: 10})
+	require.NoError(t, err)
+	require.NotEmpty(t, ms)
+
+	conn, err := st.Pool().Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	_, err = conn.Exec(ctx, `ANALYZE comb_partitions, comb_cursors, comb_segments, comb_holds, comb_dedup_sets`)
+	require.NoError(t, err)
+	for name, sql := range store.KeyedStatements {
+		tx, err := conn.Begin(ctx)
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, store.KeyedPlansSQL)
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, `PREPARE hot AS `+sql)
+		require.NoError(t, err, name)
+		var n int
+		require.NoError(t, tx.QueryRow(ctx, `SELECT cardinality(parameter_types) FROM pg_prepared_statements WHERE name = 'hot'`).Scan(&n))
+		nulls := strings.TrimSuffix(strings.Repeat("NULL, ", n), ", ")
+		rows, err := tx.Query(ctx, `EXPLAIN EXECUTE hot(`+nulls+`)`)
+		require.NoError(t, err, name)
+		var plan strings.Builder
+		for rows.Next() {
+			var line string
+			require.NoError(t, rows.Scan(&line))
+			plan.WriteString(line + "\n")
+		}
+		require.NoError(t, rows.Err())
+		_, err = tx.Exec(ctx, `DEALLOCATE hot`)
+		require.NoError(t, err)
+		require.NoError(t, tx.Rollback(ctx))
+		for _, bad := range []string{"Seq Scan", "Hash Join", "Merge Join"} {
+			require.NotContains(t, plan.String(), bad, "%s:\n%s", name, plan.String())
+		}
+	}
+}
