@@ -3,7 +3,8 @@
 # database on a PostgreSQL that preloads pg_stat_statements, one
 # `comb serve` on it, one `comb loadtest -verify`, then the calls and
 # execution time of pops (every cursor, candidates by key, one partition),
-# acks, pushes and the rest.
+# acks, pushes and the rest. Plans and planning time are counted when the
+# server also sets pg_stat_statements.track_planning=on (0 otherwise).
 #   PGURL=postgres://postgres@127.0.0.1:25500 docs/benchmarks/statements.sh COMB_BINARY [loadtest flags]
 # PGURL names the server without a database (it creates and drops "comb");
 # the server needs shared_preload_libraries=pg_stat_statements. NATS_PORT
@@ -35,7 +36,8 @@ SELECT CASE
          WHEN lower(q) IN ('begin', 'commit') THEN 'BEGIN, COMMIT'
          ELSE 'other'
        END AS kind,
-       sum(calls) AS calls, round(sum(total_exec_time)::numeric) AS exec_ms
-FROM (SELECT btrim(regexp_replace(query, '\s+', ' ', 'g')) AS q, calls, total_exec_time FROM pg_stat_statements) s
+       sum(calls) AS calls, round(sum(total_exec_time)::numeric) AS exec_ms,
+       sum(plans) AS plans, round(sum(total_plan_time)::numeric) AS plan_ms
+FROM (SELECT btrim(regexp_replace(query, '\s+', ' ', 'g')) AS q, calls, total_exec_time, plans, total_plan_time FROM pg_stat_statements) s
 GROUP BY 1 ORDER BY 2 DESC;
 SQL
