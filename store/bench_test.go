@@ -105,3 +105,71 @@ func BenchmarkPopAck(b *testing.B) {
 	wg.Wait()
 	b.ReportMetric(float64(total)/time.Since(start).Seconds(), "msgs/s")
 }
+
+// BenchmarkPushOne pushes one message a call from concurrent goroutines, a
+// partition after another: the light-load shape, where every push is a
+// transaction of its own.
+func BenchmarkPushOne(b *testing.B) {
+	st := newStore(b)
+	payload := make([]byte, 256)
+	var seq atomic.Int64
+	b.SetParallelism(4)
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			outs, err := st.Push(context.Background(), []domain.PushParams{benchPushRequest(1, payload, &seq)})
+			if err != nil || outs[0].Err != nil {
+				b.Error(err, outs)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(seq.Load())/time.Since(start).Seconds(), "msgs/s")
+}
+
+// BenchmarkPopOneAck drains a pre-filled queue one message at a time: six
+// consumers, each over its own share of the partitions, pop one message of
+// a named partition and ack it; b.N counts messages.
+func BenchmarkPopOneAck(b *testing.B) {
+	st := newStore(b)
+	ctx := context.Background()
+	payload := make([]byte, 256)
+	var seq atomic.Int64
+	for seq.Load() < int64(b.N) {
+		outs, err := st.Push(ctx, []domain.PushParams{benchPushRequest(100, payload, &seq)})
+		if err != nil || outs[0].Err != nil {
+			b.Fatal(err, outs)
+		}
+	}
+	total := seq.Load()
+	var done atomic.Int64
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	const consumers = 6
+	for c := range consumers {
+		wg.Go(func() {
+			for k := c; done.Load() < total; k += consumers {
+				part := "p" + strconv.Itoa(k%benchPartitions)
+				ms, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("bench"), Partition: part, Max: 1})
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if len(ms) == 0 {
+					continue
+				}
+				m := ms[0]
+				outs, err := st.Ack(ctx, []domain.AckParams{{Queue: domain.Global("bench"), Acks: []domain.Ack{{Partition: m.Partition, Offset: m.Offset, Lease: m.Lease}}}})
+				if err != nil || outs[0].Err != nil || !outs[0].Results[0].OK {
+					b.Error(err, outs)
+					return
+				}
+				done.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	b.ReportMetric(float64(total)/time.Since(start).Seconds(), "msgs/s")
+}
