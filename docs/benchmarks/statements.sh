@@ -34,6 +34,7 @@ SELECT CASE
            OR q LIKE 'SELECT id FROM comb_partitions WHERE id = ANY($1) ORDER BY id FOR UPDATE%'
            THEN 'push (3 statements a transaction)'
          WHEN lower(q) IN ('begin', 'commit') THEN 'BEGIN, COMMIT'
+         WHEN q LIKE 'SELECT set_config(%' THEN 'plan settings (keyedPlansSQL)'
          ELSE 'other'
        END AS kind,
        sum(calls) AS calls, round(sum(total_exec_time)::numeric) AS exec_ms,
