@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/combmq/comb/domain"
+	"github.com/combmq/comb/store"
 )
 
 // The store benchmarks measure the log engine alone, without NATS or JSON,
@@ -37,7 +38,16 @@ func benchPushRequest(n int, payload []byte, seq *atomic.Int64) domain.PushParam
 
 // BenchmarkPush pushes 100-message requests from concurrent goroutines, one
 // request per store.Push call (no coalescing: that is the bridge's job).
-func BenchmarkPush(b *testing.B) {
+func BenchmarkPush(b *testing.B) { benchPushes(b, 100) }
+
+// BenchmarkPushOne pushes one message a call from concurrent goroutines, a
+// partition after another: the light-load shape, where every push is a
+// transaction of its own.
+func BenchmarkPushOne(b *testing.B) { benchPushes(b, 1) }
+
+// benchPushes pushes n-message requests from four goroutines, one request
+// per store.Push call, and reports messages a second.
+func benchPushes(b *testing.B, n int) {
 	st := newStore(b)
 	payload := make([]byte, 256)
 	var seq atomic.Int64
@@ -46,7 +56,7 @@ func BenchmarkPush(b *testing.B) {
 	start := time.Now()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			outs, err := st.Push(context.Background(), []domain.PushParams{benchPushRequest(100, payload, &seq)})
+			outs, err := st.Push(context.Background(), []domain.PushParams{benchPushRequest(n, payload, &seq)})
 			if err != nil || outs[0].Err != nil {
 				b.Error(err, outs)
 				return
@@ -56,21 +66,27 @@ func BenchmarkPush(b *testing.B) {
 	b.ReportMetric(float64(seq.Load())/time.Since(start).Seconds(), "msgs/s")
 }
 
+// benchFill pushes at least b.N messages in 100-message requests and
+// returns how many it pushed.
+func benchFill(b *testing.B, st *store.Store) int64 {
+	payload := make([]byte, 256)
+	var seq atomic.Int64
+	for seq.Load() < int64(b.N) {
+		outs, err := st.Push(context.Background(), []domain.PushParams{benchPushRequest(100, payload, &seq)})
+		if err != nil || outs[0].Err != nil {
+			b.Fatal(err, outs)
+		}
+	}
+	return seq.Load()
+}
+
 // BenchmarkPopAck drains a pre-filled queue with concurrent consumers that
 // pop up to 4 partitions x 500 messages and ack each lease cumulatively;
 // b.N counts messages.
 func BenchmarkPopAck(b *testing.B) {
 	st := newStore(b)
 	ctx := context.Background()
-	payload := make([]byte, 256)
-	var seq atomic.Int64
-	for seq.Load() < int64(b.N) {
-		outs, err := st.Push(ctx, []domain.PushParams{benchPushRequest(100, payload, &seq)})
-		if err != nil || outs[0].Err != nil {
-			b.Fatal(err, outs)
-		}
-	}
-	total := seq.Load()
+	total := benchFill(b, st)
 	var done atomic.Int64
 	b.ResetTimer()
 	start := time.Now()
@@ -106,43 +122,13 @@ func BenchmarkPopAck(b *testing.B) {
 	b.ReportMetric(float64(total)/time.Since(start).Seconds(), "msgs/s")
 }
 
-// BenchmarkPushOne pushes one message a call from concurrent goroutines, a
-// partition after another: the light-load shape, where every push is a
-// transaction of its own.
-func BenchmarkPushOne(b *testing.B) {
-	st := newStore(b)
-	payload := make([]byte, 256)
-	var seq atomic.Int64
-	b.SetParallelism(4)
-	b.ResetTimer()
-	start := time.Now()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			outs, err := st.Push(context.Background(), []domain.PushParams{benchPushRequest(1, payload, &seq)})
-			if err != nil || outs[0].Err != nil {
-				b.Error(err, outs)
-				return
-			}
-		}
-	})
-	b.ReportMetric(float64(seq.Load())/time.Since(start).Seconds(), "msgs/s")
-}
-
 // BenchmarkPopOneAck drains a pre-filled queue one message at a time: six
 // consumers, each over its own share of the partitions, pop one message of
 // a named partition and ack it; b.N counts messages.
 func BenchmarkPopOneAck(b *testing.B) {
 	st := newStore(b)
 	ctx := context.Background()
-	payload := make([]byte, 256)
-	var seq atomic.Int64
-	for seq.Load() < int64(b.N) {
-		outs, err := st.Push(ctx, []domain.PushParams{benchPushRequest(100, payload, &seq)})
-		if err != nil || outs[0].Err != nil {
-			b.Fatal(err, outs)
-		}
-	}
-	total := seq.Load()
+	total := benchFill(b, st)
 	var done atomic.Int64
 	b.ResetTimer()
 	start := time.Now()
