@@ -231,6 +231,25 @@ type PopParams struct {
 	SizeOf func(*Message) int
 }
 
+// Offer is a waiting pop offered the messages a push stores in one of its
+// partitions (Store.PushOffer): the push leases them to it in its own
+// transaction when the pop's group has nothing else to deliver there, so
+// the pop is answered without a statement of its own. Pop's Partition, if
+// set, is Partition; its Candidates and From do not apply.
+type Offer struct {
+	Pop       PopParams
+	Partition string
+}
+
+// Handed is what a push leased to an Offer: nothing when the offer was
+// not taken (its group had other messages to deliver there first, or a
+// lease). AllGroups says that every group of the partition took every
+// message the push stored there: no other pop can find them ready.
+type Handed struct {
+	Messages  []Message
+	AllGroups bool
+}
+
 // PopResult is what a pop leased, and what it saw of the other partitions
 // of its group that are ready.
 type PopResult struct {

@@ -39,6 +39,7 @@ var KeyedStatements = map[string]string{
 	"push alloc":             allocOffsetsSQL,
 	"push insert":            insertSegmentsSQL,
 	"push holds":             insertHoldsSQL,
+	"push handoff":           handoffSQL,
 	"dedup lock":             lockDedupPartitionsSQL,
 	"dedup read":             readDedupSetsSQL,
 	"dedup check":            checkSuspectsSQL,

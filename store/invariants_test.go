@@ -52,6 +52,75 @@ func TestConcurrentInvariants(t *testing.T) {
 	}
 	var pushed atomic.Int64
 
+	var handoffs atomic.Int64
+	// consume checks and acks what consumer c of group g was delivered;
+	// c is -1 for a producer's hand-off.
+	consume := func(ectx context.Context, g string, c int, ms []domain.Message) error {
+		gs := state[g]
+		// Group the batch by lease, checking contiguity.
+		last := map[string]domain.Message{}
+		for _, m := range ms {
+			if prev, ok := last[m.Lease]; ok && m.Offset != prev.Offset+1 {
+				return fmt.Errorf("%s: lease %s jumps from %d to %d", g, m.Lease, prev.Offset, m.Offset)
+			}
+			last[m.Lease] = m
+		}
+		// Consumer 0 abandons one batch in five: its lease
+		// must expire and its messages come back.
+		abandon := c == 0 && rand.IntN(5) == 0
+		if abandon {
+			time.Sleep(250 * time.Millisecond) // let the 200 ms lease expire: the point of this branch
+			var acks []domain.Ack
+			for _, m := range last {
+				acks = append(acks, domain.Ack{Partition: m.Partition, Offset: m.Offset, Lease: m.Lease})
+			}
+			outs, err := st.Ack(ectx, []domain.AckParams{{Queue: domain.Global("inv"), Group: g, Acks: acks}})
+			if err != nil {
+				return err
+			}
+			if outs[0].Err != nil {
+				return outs[0].Err
+			}
+			gs.mu.Lock()
+			gs.expired++
+			for _, res := range outs[0].Results {
+				// Another consumer may have taken the partition
+				// over; then this stale ack must fail. If nobody
+				// did, the lease is merely late: also refused.
+				if res.OK {
+					gs.badStale++
+				}
+			}
+			gs.mu.Unlock()
+			return nil
+		}
+		var acks []domain.Ack
+		for _, m := range last {
+			acks = append(acks, domain.Ack{Partition: m.Partition, Offset: m.Offset, Lease: m.Lease})
+		}
+		outs, err := st.Ack(ectx, []domain.AckParams{{Queue: domain.Global("inv"), Group: g, Acks: acks}})
+		if err != nil {
+			return err
+		}
+		if outs[0].Err != nil {
+			return outs[0].Err
+		}
+		gs.mu.Lock()
+		for i, res := range outs[0].Results {
+			if !res.OK {
+				continue // our lease expired meanwhile: redelivered later
+			}
+			a := acks[i]
+			for _, m := range ms {
+				if m.Lease == a.Lease {
+					gs.acked[string(m.Data)] = true
+				}
+			}
+		}
+		gs.mu.Unlock()
+		return nil
+	}
+
 	eg, ectx := errgroup.WithContext(ctx)
 	for p := range producers {
 		eg.Go(func() error {
@@ -65,9 +134,27 @@ func TestConcurrentInvariants(t *testing.T) {
 					})
 					i++
 				}
-				outs, err := st.Push(ectx, []domain.PushParams{r})
+				// Half the pushes offer their first partition's messages
+				// to a waiting pop of a group, which this producer then
+				// consumes as that pop's consumer would (Store.PushOffer).
+				var offers []domain.Offer
+				g := groups[rand.IntN(len(groups))]
+				if rand.IntN(2) == 0 {
+					offers = []domain.Offer{{Pop: domain.PopParams{Queue: domain.Global("inv"), Group: g, Max: 1 + rand.IntN(5), LeaseMS: 200},
+						Partition: r.Messages[0].Partition}}
+				}
+				outs, handed, err := st.PushOffer(ectx, []domain.PushParams{r}, offers)
 				if err != nil {
 					return err
+				}
+				if len(handed) != len(offers) {
+					return fmt.Errorf("%d offers, %d hand-offs", len(offers), len(handed))
+				}
+				if len(handed) > 0 && len(handed[0].Messages) > 0 {
+					handoffs.Add(1)
+					if err := consume(ectx, g, -1, handed[0].Messages); err != nil {
+						return err
+					}
 				}
 				if outs[0].Err != nil {
 					return outs[0].Err
@@ -76,6 +163,9 @@ func TestConcurrentInvariants(t *testing.T) {
 					return fmt.Errorf("push of %d messages returned %d results", len(r.Messages), len(outs[0].Results))
 				}
 				pushed.Add(int64(len(r.Messages)))
+				// Pacing: consumers catch up between pushes, so that
+				// offers find caught-up cursors.
+				time.Sleep(time.Duration(rand.IntN(10)) * time.Millisecond)
 			}
 			return nil
 		})
@@ -106,67 +196,9 @@ func TestConcurrentInvariants(t *testing.T) {
 						time.Sleep(5 * time.Millisecond) // poll pacing
 						continue
 					}
-					// Group the batch by lease, checking contiguity.
-					last := map[string]domain.Message{}
-					for _, m := range ms {
-						if prev, ok := last[m.Lease]; ok && m.Offset != prev.Offset+1 {
-							return fmt.Errorf("%s: lease %s jumps from %d to %d", g, m.Lease, prev.Offset, m.Offset)
-						}
-						last[m.Lease] = m
-					}
-					// Consumer 0 abandons one batch in five: its lease
-					// must expire and its messages come back.
-					abandon := c == 0 && rand.IntN(5) == 0
-					if abandon {
-						time.Sleep(250 * time.Millisecond) // let the 200 ms lease expire: the point of this branch
-						var acks []domain.Ack
-						for _, m := range last {
-							acks = append(acks, domain.Ack{Partition: m.Partition, Offset: m.Offset, Lease: m.Lease})
-						}
-						outs, err := st.Ack(ectx, []domain.AckParams{{Queue: domain.Global("inv"), Group: g, Acks: acks}})
-						if err != nil {
-							return err
-						}
-						if outs[0].Err != nil {
-							return outs[0].Err
-						}
-						gs.mu.Lock()
-						gs.expired++
-						for _, res := range outs[0].Results {
-							// Another consumer may have taken the partition
-							// over; then this stale ack must fail. If nobody
-							// did, the lease is merely late: also refused.
-							if res.OK {
-								gs.badStale++
-							}
-						}
-						gs.mu.Unlock()
-						continue
-					}
-					var acks []domain.Ack
-					for _, m := range last {
-						acks = append(acks, domain.Ack{Partition: m.Partition, Offset: m.Offset, Lease: m.Lease})
-					}
-					outs, err := st.Ack(ectx, []domain.AckParams{{Queue: domain.Global("inv"), Group: g, Acks: acks}})
-					if err != nil {
+					if err := consume(ectx, g, c, ms); err != nil {
 						return err
 					}
-					if outs[0].Err != nil {
-						return outs[0].Err
-					}
-					gs.mu.Lock()
-					for i, res := range outs[0].Results {
-						if !res.OK {
-							continue // our lease expired meanwhile: redelivered later
-						}
-						a := acks[i]
-						for _, m := range ms {
-							if m.Lease == a.Lease {
-								gs.acked[string(m.Data)] = true
-							}
-						}
-					}
-					gs.mu.Unlock()
 				}
 			})
 		}
@@ -185,7 +217,7 @@ func TestConcurrentInvariants(t *testing.T) {
 	var sum int64
 	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT sum(next_offset) FROM comb_partitions`).Scan(&sum))
 	require.Equal(t, int64(total), sum)
-	t.Logf("abandoned leases: g1 %d, g2 %d", state["g1"].expired, state["g2"].expired)
+	t.Logf("abandoned leases: g1 %d, g2 %d; pushes that handed off: %d", state["g1"].expired, state["g2"].expired, handoffs.Load())
 }
 
 func errorsIsNotFound(err error) bool {

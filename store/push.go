@@ -45,6 +45,7 @@ type pushPlan struct {
 	hot    map[int64]bool  // partitions whose segments go into the ring (slots.go)
 	dedup  bool            // some message is subject to deduplication
 	holds  []hold          // the delayed messages, in the order framed
+	offers []offerPlan     // waiting pops to lease to (handoff.go); writeSimple only
 }
 
 // hold is a delayed message of a push: where it went and how long it holds
@@ -68,9 +69,18 @@ type hold struct {
 // offsets become visible in commit order and concurrent pushes cannot
 // deadlock.
 func (s *Store) Push(ctx context.Context, reqs []domain.PushParams) ([]domain.PushOutcome, error) {
-	outs, retry, err := s.push(ctx, reqs)
+	outs, _, err := s.PushOffer(ctx, reqs, nil)
+	return outs, err
+}
+
+// PushOffer is Push, and leases what it stores to the waiting pops offered
+// (handoff.go) in the same transaction: it returns, per offer, what it
+// leased to it, durable once it returns without error. A push with
+// producer ids to deduplicate hands nothing off.
+func (s *Store) PushOffer(ctx context.Context, reqs []domain.PushParams, offers []domain.Offer) ([]domain.PushOutcome, []domain.Handed, error) {
+	outs, handed, retry, err := s.push(ctx, reqs, offers)
 	if err != nil || len(retry) == 0 {
-		return outs, err
+		return outs, handed, err
 	}
 	// A queue was deleted under a cached partition id: forget it and push
 	// those requests once more (the push recreates the queue).
@@ -79,22 +89,23 @@ func (s *Store) Push(ctx context.Context, reqs []domain.PushParams) ([]domain.Pu
 		s.forget(reqs[r].Queue)
 		again[i] = reqs[r]
 	}
-	outs2, retry2, err := s.push(ctx, again)
+	outs2, _, retry2, err := s.push(ctx, again, nil)
 	for i, r := range retry {
 		outs[r] = outs2[i]
 	}
 	for _, i := range retry2 {
 		outs[retry[i]] = domain.PushOutcome{Err: fmt.Errorf("push: queue %q changed during the push, retry: %w", reqs[retry[i]].Queue, domain.ErrConflict)}
 	}
-	return outs, err
+	return outs, handed, err
 }
 
 // push makes one attempt and returns, besides the outcomes, the indexes of
 // the requests to try again.
-func (s *Store) push(ctx context.Context, reqs []domain.PushParams) ([]domain.PushOutcome, []int, error) {
+func (s *Store) push(ctx context.Context, reqs []domain.PushParams, offers []domain.Offer) ([]domain.PushOutcome, []domain.Handed, []int, error) {
+	none := make([]domain.Handed, len(offers))
 	p, err := s.plan(ctx, reqs, false)
 	if err != nil {
-		return failAll(len(reqs), err), nil, err
+		return failAll(len(reqs), err), none, nil, err
 	}
 	if len(p.pids) == 0 {
 		for i := range p.outs {
@@ -102,13 +113,15 @@ func (s *Store) push(ctx context.Context, reqs []domain.PushParams) ([]domain.Pu
 				p.outs[i].Results = []domain.PushResult{}
 			}
 		}
-		return p.outs, nil, nil
+		return p.outs, none, nil, nil
 	}
 	if p.dedup {
 		err = s.writeDedup(ctx, s.pool, p)
 	} else {
 		p.buildSegments()
-		err = s.writeSimple(ctx, s.pool, p)
+		if err = p.planOffers(offers); err == nil {
+			err = s.writeSimple(ctx, s.pool, p)
+		}
 	}
 	if err != nil {
 		err = fmt.Errorf("push: %w", classify(err))
@@ -117,10 +130,10 @@ func (s *Store) push(ctx context.Context, reqs []domain.PushParams) ([]domain.Pu
 				p.outs[i].Err = err
 			}
 		}
-		return p.outs, nil, err
+		return p.outs, none, nil, err
 	}
 	retry := p.results()
-	return p.outs, retry, nil
+	return p.outs, p.handed(len(offers)), retry, nil
 }
 
 // failAll returns n outcomes that all carry err.
@@ -448,6 +461,7 @@ func (s *Store) writeSimple(ctx context.Context, db writer, p *pushPlan) error {
 	}
 	b.Queue(lockPartitionsSQL, p.pids)
 	read := p.queueWrite(b)
+	readOffers := p.queueOffers(b)
 	br := db.SendBatch(ctx, b)
 	defer br.Close()
 	if !inTx {
@@ -459,6 +473,9 @@ func (s *Store) writeSimple(ctx context.Context, db writer, p *pushPlan) error {
 		return err
 	}
 	if err := read(br); err != nil {
+		return err
+	}
+	if err := readOffers(br); err != nil {
 		return err
 	}
 	return br.Close()

@@ -1,0 +1,223 @@
+package store
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/combmq/comb/domain"
+	"github.com/combmq/comb/protocol"
+)
+
+// Hand-off: a push that leases what it stores to a waiting pop.
+//
+// At light load nearly every message finds a pop of its group long-polling
+// in the bridge. Without a hand-off the push commits, wakes that pop, and
+// the pop runs a statement of its own that finds the cursor by key, leases
+// the message and reads the segment back: a round trip, a commit and the
+// most expensive statement of the three (docs/benchmarks.md). A hand-off
+// is one more statement in the push's round trip, leasing the new
+// messages to the pop on the cursor's row, and the bridge answers the pop
+// with the messages it already holds.
+//
+// The statement leases only what a pop would have leased first: the
+// cursor must be caught up to the push's first new offset (everything
+// before it committed, or retired) and hold no live lease, so the group's
+// order and its one lease per partition hold as for every pop. The push
+// holds its partitions' row locks, so no other push can add messages
+// before these meanwhile; an ack of the cursor's last lease that commits
+// while the statement waits for the cursor's row counts, as it would for a
+// pop that came after it. Messages that a delay holds back are never
+// handed off, nor pushes with producer ids (their transaction is
+// writeDedup's).
+
+// handoffSQL leases to each offer ($1 partition ids, $2 groups) the first
+// $4 of the $3 messages the push stored there, when its cursor is caught
+// up and unleased; $5 and $6 are the lease's duration and auto-ack, $7 the
+// lease tokens. It runs after allocOffsetsSQL, so the push's first new
+// offset is the partition's new next_offset less $3. It returns, per offer
+// taken, the partition, the group, the transaction's time (the segment's
+// created_at) and how many cursors the partition has.
+const handoffSQL = `
+UPDATE comb_cursors c SET
+    lease_id       = CASE WHEN x.auto THEN NULL ELSE 'l-' || c.partition_id || '-' || x.token END,
+    lease_from     = p.next_offset - x.n,
+    lease_upto     = p.next_offset - x.n + x.k - 1,
+    lease_until    = CASE WHEN x.auto THEN NULL ELSE now() + x.ms * interval '1 millisecond' END,
+    leased_at      = clock_timestamp(),
+    attempts       = CASE WHEN x.auto THEN 0 ELSE 1 END,
+    delivered_upto = p.next_offset - x.n + x.k - 1,
+    committed      = CASE WHEN x.auto THEN p.next_offset - x.n + x.k ELSE c.committed END
+FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bool[], $7::text[])
+     AS x(pid, grp, n, k, ms, auto, token)
+JOIN comb_partitions p ON p.id = x.pid
+WHERE c.partition_id = x.pid AND c.group_name = x.grp
+  AND greatest(c.committed, p.low_offset) = p.next_offset - x.n
+  AND c.delivered_upto < p.next_offset - x.n
+  AND (c.lease_id IS NULL OR c.lease_until < now())
+RETURNING c.partition_id, c.group_name, now(),
+          (SELECT count(*) FROM comb_cursors o WHERE o.partition_id = x.pid)`
+
+// offerPlan is one offer a push makes: the messages it would hand over
+// (their offsets filled in once the segment's base is known).
+type offerPlan struct {
+	at      int // index in the caller's offers
+	pid     int64
+	group   string
+	seg     *segmentBuf
+	idx     []int64 // each message's index in seg
+	msgs    []domain.Message
+	leaseMS int64
+	auto    bool
+	token   string
+
+	taken   bool
+	created time.Time
+	cursors int64
+}
+
+// planOffers chooses what each offer would take: the first messages the
+// push stores in its partition, up to the pop's max and the bytes of its
+// reply. It leaves out offers of a queue with a delay_ms, of a partition
+// where the push holds a message back or stored nothing, and a second
+// offer to one group and partition. It runs after buildSegments.
+func (p *pushPlan) planOffers(offers []domain.Offer) error {
+	p.offers = p.offers[:0]
+	type key struct {
+		pid   int64
+		group string
+	}
+	seen := map[key]bool{}
+	for at, o := range offers {
+		group := cmp.Or(o.Pop.Group, protocol.DefaultGroup)
+		op := offerPlan{at: at, group: group, auto: o.Pop.AutoAck}
+		for i, r := range p.reqs {
+			if p.outs[i].Err != nil || r.Queue != o.Pop.Queue {
+				continue
+			}
+			q := p.queues[i].Config
+			if q.DelayMS > 0 {
+				break
+			}
+			op.leaseMS = cmp.Or(max(o.Pop.LeaseMS, 0), q.LeaseMS)
+			for j := range r.Messages {
+				m, pl := &r.Messages[j], &p.places[i][j]
+				if m.Partition != o.Partition || pl.dup || pl.seg == nil {
+					continue
+				}
+				op.pid, op.seg = pl.pid, pl.seg
+				op.idx = append(op.idx, pl.idx)
+				op.msgs = append(op.msgs, domain.Message{Partition: m.Partition, ID: m.ID, Attempt: 1,
+					Data: m.Data, Encoding: m.Encoding, Headers: m.Headers})
+			}
+		}
+		if op.seg == nil || seen[key{op.pid, group}] ||
+			slices.ContainsFunc(p.holds, func(h hold) bool { return h.place.seg == op.seg }) {
+			continue
+		}
+		if !op.auto {
+			token, err := leaseToken()
+			if err != nil {
+				return err
+			}
+			op.token = token
+		}
+		lease := ""
+		if !op.auto {
+			lease = "l-" + strconv.FormatInt(op.pid, 10) + "-" + op.token
+		}
+		size := o.Pop.SizeOf
+		if size == nil {
+			size = defaultSize
+		}
+		maxN := cmp.Or(max(o.Pop.Max, 0), protocol.DefaultPopMax)
+		total, keep := 0, 0
+		for keep < len(op.msgs) && keep < maxN {
+			m := &op.msgs[keep]
+			m.Lease, m.Offset, m.CreatedAt = lease, math.MaxInt64, time.Now() // sized at their longest
+			total += size(m)
+			if o.Pop.MaxBytes > 0 && total > o.Pop.MaxBytes && (keep > 0 || o.Pop.StrictMaxBytes) {
+				break
+			}
+			keep++
+		}
+		if keep == 0 {
+			continue
+		}
+		op.msgs, op.idx = op.msgs[:keep], op.idx[:keep]
+		seen[key{op.pid, group}] = true
+		p.offers = append(p.offers, op)
+	}
+	return nil
+}
+
+// queueOffers queues handoffSQL for the planned offers and returns the
+// function that reads its rows.
+func (p *pushPlan) queueOffers(b *pgx.Batch) func(br pgx.BatchResults) error {
+	if len(p.offers) == 0 {
+		return func(pgx.BatchResults) error { return nil }
+	}
+	n := len(p.offers)
+	pids, ns, ks, ms := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+	groups, tokens, autos := make([]string, n), make([]string, n), make([]bool, n)
+	for i, o := range p.offers {
+		pids[i], groups[i], ns[i], ks[i] = o.pid, o.group, o.seg.n, int64(len(o.msgs))
+		ms[i], autos[i], tokens[i] = o.leaseMS, o.auto, o.token
+	}
+	b.Queue(handoffSQL, pids, groups, ns, ks, ms, autos, tokens)
+	return func(br pgx.BatchResults) error {
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		var (
+			pid, cursors int64
+			group        string
+			created      time.Time
+		)
+		_, err = pgx.ForEachRow(rows, []any{&pid, &group, &created, &cursors}, func() error {
+			for i := range p.offers {
+				if o := &p.offers[i]; o.pid == pid && o.group == group {
+					o.taken, o.created, o.cursors = true, created, cursors
+				}
+			}
+			return nil
+		})
+		return err
+	}
+}
+
+// handed returns, per offer of the caller's n, what the push leased to
+// it; it runs once the transaction has committed. Every group of a
+// partition took every message the push stored there when the offers
+// taken there are as many as its cursors and each took them all.
+func (p *pushPlan) handed(n int) []domain.Handed {
+	out := make([]domain.Handed, n)
+	taken := map[int64]int64{}
+	whole := map[int64]bool{}
+	for _, o := range p.offers {
+		if !o.taken {
+			continue
+		}
+		if _, ok := whole[o.pid]; !ok {
+			whole[o.pid] = true
+		}
+		taken[o.pid]++
+		whole[o.pid] = whole[o.pid] && int64(len(o.msgs)) == o.seg.n
+	}
+	for _, o := range p.offers {
+		if !o.taken || !o.seg.ok {
+			continue
+		}
+		for k := range o.msgs {
+			o.msgs[k].Offset = o.seg.base + o.idx[k]
+			o.msgs[k].CreatedAt = o.created
+		}
+		out[o.at] = domain.Handed{Messages: o.msgs, AllGroups: whole[o.pid] && taken[o.pid] == o.cursors}
+	}
+	return out
+}
