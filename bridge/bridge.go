@@ -974,6 +974,9 @@ type Stats struct {
 	// PopScans counts the pops' store calls that read every cursor of
 	// their group: the others find cursors by key.
 	PopScans int64
+	// PopHandoffs counts the waiting pops that a push answered with what
+	// it stored, leased in its own transaction (handoff.go).
+	PopHandoffs int64
 	// DedupIDs is the producer ids the store holds in memory for
 	// deduplication (store.Store.DedupCache).
 	DedupIDs int64
@@ -994,6 +997,7 @@ func (b *Bridge) Stats() Stats {
 		PopStoreCalls:    b.pops.storeCalls.Load(),
 		WaiterChecks:     b.pops.checks.Load(),
 		PopScans:         b.pops.scans.Load(),
+		PopHandoffs:      b.pops.handoffs.Load(),
 	}
 	_, st.DedupIDs = b.st.DedupCache()
 	for _, t := range b.tenants {

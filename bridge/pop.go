@@ -182,6 +182,8 @@ type popper struct {
 	// read every cursor of their group, checks the safety checks of
 	// waiting pops (Stats).
 	storeCalls, scans, checks atomic.Int64
+	// handoffs counts the waiting pops that pushes answered (handoff.go).
+	handoffs atomic.Int64
 
 	mu       sync.Mutex
 	queues   map[domain.QueueRef]*waitQueue
@@ -808,6 +810,13 @@ func (p *popper) park(job *popJob, seq uint64, began time.Time) bool {
 
 // unparkLocked removes a waiter and queues it for another try.
 func (p *popper) unparkLocked(wq *waitQueue, job *popJob) {
+	p.takeLocked(wq, job)
+	p.detachLocked(job.req.Queue)
+	p.ch <- job
+}
+
+// takeLocked removes a waiter; it stays attached to its queue.
+func (p *popper) takeLocked(wq *waitQueue, job *popJob) {
 	delete(wq.waiters, job)
 	p.nwait--
 	job.call.t.waiting.Add(-1)
@@ -815,8 +824,6 @@ func (p *popper) unparkLocked(wq *waitQueue, job *popJob) {
 		job.timer.Stop()
 		job.timer = nil
 	}
-	p.detachLocked(job.req.Queue)
-	p.ch <- job
 }
 
 // expire retries a waiter whose retry interval or deadline has come.

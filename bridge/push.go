@@ -227,13 +227,29 @@ func (b *Bridge) flushPush(batch []*pushJob) {
 	for i, j := range batch {
 		reqs[i] = j.req
 	}
+	offers, waiters := b.pops.claimOffers(batch)
 	ctx, cancel := b.storeCtx()
 	began := time.Now()
-	outs, err := b.st.Push(ctx, reqs)
+	outs, handed, err := b.st.PushOffer(ctx, reqs, offers)
 	took := time.Since(began)
 	cancel()
 	outs = oneEach(outs, len(batch), err, func(err error) domain.PushOutcome { return domain.PushOutcome{Err: err} })
 	b.pushTx.Add(1)
+	if err != nil {
+		handed = nil
+	}
+	// The pops served first: their consumers wait longest. A partition
+	// whose every group was served wakes nobody.
+	b.pops.settleOffers(waiters, handed)
+	var settled map[queuePartition]bool
+	for i, h := range handed {
+		if h.AllGroups {
+			if settled == nil {
+				settled = map[queuePartition]bool{}
+			}
+			settled[queuePartition{offers[i].Pop.Queue, offers[i].Partition}] = true
+		}
+	}
 	var wake wakeSet
 	delayed := map[time.Duration]*wakeSet{}
 	for i, j := range batch {
@@ -247,7 +263,7 @@ func (b *Bridge) flushPush(batch []*pushJob) {
 		if out.Err != nil {
 			continue
 		}
-		b.addPushWakes(&wake, delayed, j.req, out.Results, began)
+		b.addPushWakes(&wake, delayed, j.req, out.Results, began, settled)
 	}
 	// Before the replies: a client that has its answer finds it counted.
 	if b.obs != nil {
@@ -283,18 +299,26 @@ func (b *Bridge) flushPush(batch []*pushJob) {
 	}
 }
 
+// queuePartition names a partition of a queue.
+type queuePartition struct {
+	queue     domain.QueueRef
+	partition string
+}
+
 // addPushWakes notes the wake-ups of a push's results: the partitions
 // that stored messages, in wake, or in delayed: messages of a queue with
 // delay_ms become ready only after it, and a message pushed with its own
 // delay (and its partition's later ones) only after that: wake their pops
-// then, not now. began is when the push's store call began.
-func (b *Bridge) addPushWakes(wake *wakeSet, delayed map[time.Duration]*wakeSet, req domain.PushParams, results []domain.PushResult, began time.Time) {
+// then, not now. began is when the push's store call began. Settled
+// partitions wake nobody: the push handed what it stored there to every
+// group (handoff.go).
+func (b *Bridge) addPushWakes(wake *wakeSet, delayed map[time.Duration]*wakeSet, req domain.PushParams, results []domain.PushResult, began time.Time, settled map[queuePartition]bool) {
 	var queueDelay time.Duration
 	if c, ok := b.st.CachedConfig(req.Queue); ok && c.DelayMS > 0 {
 		queueDelay = time.Duration(c.DelayMS) * time.Millisecond
 	}
 	for k, r := range results {
-		if r.Status != domain.Stored {
+		if r.Status != domain.Stored || settled[queuePartition{req.Queue, r.Partition}] {
 			continue
 		}
 		w := wake

@@ -119,7 +119,7 @@ func (b *Bridge) txnWakes(p domain.TxnParams, res domain.TxnResult, began time.T
 		b.addAckWake(&wake, &delayed, a.Queue, a.Group, a.Partition, res.Acks[i], began)
 	}
 	for i, ps := range p.Push {
-		b.addPushWakes(&wake, delayed, ps, res.Push[i], began)
+		b.addPushWakes(&wake, delayed, ps, res.Push[i], began, nil)
 	}
 	b.publishPushWakes(&wake, delayed)
 }

@@ -12,15 +12,22 @@ import (
 	"github.com/combmq/comb/internal/combtest"
 )
 
-// longPoll starts a pop that waits up to 8 s and returns its messages.
+// longPoll starts a pop of group that waits up to 8 s and returns its
+// messages.
 func longPoll(t *testing.T, env *combtest.Env, queue, group string) <-chan []msgOut {
+	t.Helper()
+	return longPollBody(t, env, queue, fmt.Sprintf(`{"group":%q,"wait_ms":8000}`, group))
+}
+
+// longPollBody starts a pop with body and returns its messages.
+func longPollBody(t *testing.T, env *combtest.Env, queue, body string) <-chan []msgOut {
 	t.Helper()
 	got := make(chan []msgOut, 1)
 	go func() {
 		var rep struct {
 			Messages []msgOut `json:"messages"`
 		}
-		m, err := env.NC.Request("comb.pop."+queue, fmt.Appendf(nil, `{"group":%q,"wait_ms":8000}`, group), reqTimeout)
+		m, err := env.NC.Request("comb.pop."+queue, []byte(body), reqTimeout)
 		if err == nil {
 			err = json.Unmarshal(m.Data, &rep)
 		}

@@ -1,0 +1,133 @@
+package bridge
+
+import (
+	"slices"
+	"time"
+
+	"github.com/combmq/comb/domain"
+)
+
+// Hand-offs: a push answers waiting pops itself.
+//
+// A pop that long-polls here is, at light load, what nearly every message
+// is waiting for. Before a push transaction, its worker takes such waiters
+// out of their queues, one per group and partition the push stores in, and
+// offers them the push's messages (Store.PushOffer): the transaction leases
+// the messages to those whose group has nothing else to deliver there, and
+// the worker answers them with the messages after the commit, before the
+// pushes' own replies. A waiter the push did not serve tries again at once,
+// as the push's wake-up would have made it; a partition whose every group
+// was served wakes nobody. That saves each message a pop's statement, its
+// commit and its wake-up's hop (docs/benchmarks.md).
+
+// offerMargin keeps waiters whose deadline is this near out of offers:
+// their answer could come after the requester stopped waiting.
+const offerMargin = 100 * time.Millisecond
+
+// maxOffers bounds the offers of one push transaction.
+const maxOffers = 64
+
+// claimOffers takes, for the pushes of batch, waiting pops to offer what
+// they store: per queue, each waiter that names a partition the pushes
+// store in, or names none, takes one partition not yet offered to its
+// group. The waiters taken stay attached to their queues until
+// settleOffers.
+func (p *popper) claimOffers(batch []*pushJob) ([]domain.Offer, []*popJob) {
+	if p.b.maintenance.Load() {
+		return nil, nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.nwait == 0 || p.stopping {
+		return nil, nil
+	}
+	var offers []domain.Offer
+	var jobs []*popJob
+	type target struct{ group, partition string }
+	for i, j := range batch {
+		wq := p.queues[j.req.Queue]
+		if wq == nil || len(wq.waiters) == 0 || offeredBefore(batch[:i], j.req.Queue) {
+			continue
+		}
+		// The partitions the queue's pushes in this batch store in, in
+		// order; delayed messages wait, so their partitions are left out.
+		var parts []string
+		held := map[string]bool{}
+		for _, k := range batch[i:] {
+			if k.req.Queue != j.req.Queue {
+				continue
+			}
+			for _, m := range k.req.Messages {
+				if m.Delayed() {
+					held[m.Partition] = true
+				}
+				if !slices.Contains(parts, m.Partition) {
+					parts = append(parts, m.Partition)
+				}
+			}
+		}
+		taken := map[target]bool{}
+		next := map[string]int{} // per group: the next partition to offer
+		now := time.Now()
+		for job := range wq.waiters {
+			if len(offers) == maxOffers {
+				break
+			}
+			if job.ns || job.deadline.Sub(now) < offerMargin {
+				continue
+			}
+			g, part := job.req.Group, job.req.Partition
+			if part == "" {
+				for next[g] < len(parts) && (held[parts[next[g]]] || taken[target{g, parts[next[g]]}]) {
+					next[g]++
+				}
+				if next[g] == len(parts) {
+					continue
+				}
+				part = parts[next[g]]
+			} else if held[part] || taken[target{g, part}] || !slices.Contains(parts, part) {
+				continue
+			}
+			if p.gone(job) {
+				continue // its own next try drops it
+			}
+			taken[target{g, part}] = true
+			p.takeLocked(wq, job)
+			offers = append(offers, domain.Offer{Pop: job.req, Partition: part})
+			jobs = append(jobs, job)
+		}
+	}
+	return offers, jobs
+}
+
+// offeredBefore reports whether a push of queue comes earlier in batch: its
+// waiters were offered then.
+func offeredBefore(batch []*pushJob, queue domain.QueueRef) bool {
+	for _, j := range batch {
+		if j.req.Queue == queue {
+			return true
+		}
+	}
+	return false
+}
+
+// settleOffers ends the offers of a push transaction that has returned:
+// it answers the pops given messages (handed, one per job; nil when the
+// transaction failed), and queues the others for a try of their own.
+func (p *popper) settleOffers(jobs []*popJob, handed []domain.Handed) {
+	for i, job := range jobs {
+		if i < len(handed) && len(handed[i].Messages) > 0 {
+			p.handoffs.Add(1)
+			p.detach(job.req.Queue)
+			job.call.t.quota.longPollDone()
+			p.reply(job, handed[i].Messages)
+			p.count.Add(-1)
+			p.b.finish(job.call)
+			continue
+		}
+		p.mu.Lock()
+		p.detachLocked(job.req.Queue)
+		p.mu.Unlock()
+		p.ch <- job // never blocks: see popper
+	}
+}
