@@ -33,6 +33,7 @@ SELECT CASE
            OR q LIKE 'UPDATE comb_partitions p SET next_offset%'
            OR q LIKE 'SELECT id FROM comb_partitions WHERE id = ANY($1) ORDER BY id FOR UPDATE%'
            THEN 'push (3 statements a transaction)'
+         WHEN q LIKE 'UPDATE comb_cursors c SET lease_id = CASE WHEN x.auto%' THEN 'push: hand-off to waiting pops'
          WHEN lower(q) IN ('begin', 'commit') THEN 'BEGIN, COMMIT'
          WHEN q LIKE 'SELECT set_config(%' THEN 'plan settings (keyedPlansSQL)'
          ELSE 'other'
