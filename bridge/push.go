@@ -238,9 +238,7 @@ func (b *Bridge) flushPush(batch []*pushJob) {
 	if err != nil {
 		handed = nil
 	}
-	// The pops served first: their consumers wait longest. A partition
-	// whose every group was served wakes nobody.
-	b.pops.settleOffers(waiters, handed)
+	// A partition whose every group a hand-off served wakes nobody.
 	var settled map[queuePartition]bool
 	for i, h := range handed {
 		if h.AllGroups {
@@ -294,6 +292,13 @@ func (b *Bridge) flushPush(batch []*pushJob) {
 		j.call.t.quota.pushDone(j.quota)
 		b.finish(j.call)
 	}
+	// The pops served after the pushes: answering 32 of them first
+	// added a millisecond to a push of 100 messages (docs/benchmarks.md),
+	// and one reply more delays a served pop by microseconds. When the
+	// transaction failed, none was served (its outcome unknown: a lease
+	// it may have committed expires as a lost reply's would); they try
+	// again themselves.
+	b.pops.settleOffers(waiters, handed)
 	if len(unavailable) > 0 {
 		b.spoolJobs(unavailable)
 	}

@@ -217,6 +217,7 @@ func TestMetricsMoveWithTraffic(t *testing.T) {
 	require.Equal(t, 0.0, s.value("comb_requests_in_flight", nil))
 	require.Positive(t, s.value("comb_pop_store_calls_total", nil), "the pops above")
 	require.LessOrEqual(t, s.value("comb_pop_scans_total", nil), s.value("comb_pop_store_calls_total", nil))
+	require.Zero(t, s.value("comb_pop_handoffs_total", nil), "no pop waited for a push")
 	require.Equal(t, 0.0, s.value("comb_dedup_ids", nil), "no queue has a dedup window")
 
 	// Ids pushed to a queue with a window are held, one each, duplicates
