@@ -292,12 +292,11 @@ func (b *Bridge) flushPush(batch []*pushJob) {
 		j.call.t.quota.pushDone(j.quota)
 		b.finish(j.call)
 	}
-	// The pops served after the pushes: answering 32 of them first
-	// added a millisecond to a push of 100 messages (docs/benchmarks.md),
-	// and one reply more delays a served pop by microseconds. When the
-	// transaction failed, none was served (its outcome unknown: a lease
-	// it may have committed expires as a lost reply's would); they try
-	// again themselves.
+	// The pops served after the pushes, whose replies wait on nothing
+	// else (either order measured the same, docs/benchmarks.md). When
+	// the transaction failed, none was served (its outcome unknown: a
+	// lease it may have committed expires as a lost reply's would); they
+	// try again themselves.
 	b.pops.settleOffers(waiters, handed)
 	if len(unavailable) > 0 {
 		b.spoolJobs(unavailable)
