@@ -24,7 +24,9 @@ import (
 // would). Every message must reach each group; each consumer must see a
 // partition's offsets contiguous and in order within a lease; an abandoned
 // lease's ack must settle nothing. A skipped offset would show as a message
-// no group member ever completes.
+// no group member ever completes. Producers offer half their pushes to a
+// group's waiting pop (Store.PushOffer) and consume what they are handed,
+// so hand-offs interleave with pops, acks and expiries.
 func TestConcurrentInvariants(t *testing.T) {
 	t.Parallel()
 	st := newStore(t)
@@ -70,17 +72,19 @@ func TestConcurrentInvariants(t *testing.T) {
 		abandon := c == 0 && rand.IntN(5) == 0
 		if abandon {
 			time.Sleep(250 * time.Millisecond) // let the 200 ms lease expire: the point of this branch
-			var acks []domain.Ack
-			for _, m := range last {
-				acks = append(acks, domain.Ack{Partition: m.Partition, Offset: m.Offset, Lease: m.Lease})
-			}
-			outs, err := st.Ack(ectx, []domain.AckParams{{Queue: domain.Global("inv"), Group: g, Acks: acks}})
-			if err != nil {
-				return err
-			}
-			if outs[0].Err != nil {
-				return outs[0].Err
-			}
+		}
+		var acks []domain.Ack
+		for _, m := range last {
+			acks = append(acks, domain.Ack{Partition: m.Partition, Offset: m.Offset, Lease: m.Lease})
+		}
+		outs, err := st.Ack(ectx, []domain.AckParams{{Queue: domain.Global("inv"), Group: g, Acks: acks}})
+		if err != nil {
+			return err
+		}
+		if outs[0].Err != nil {
+			return outs[0].Err
+		}
+		if abandon {
 			gs.mu.Lock()
 			gs.expired++
 			for _, res := range outs[0].Results {
@@ -93,17 +97,6 @@ func TestConcurrentInvariants(t *testing.T) {
 			}
 			gs.mu.Unlock()
 			return nil
-		}
-		var acks []domain.Ack
-		for _, m := range last {
-			acks = append(acks, domain.Ack{Partition: m.Partition, Offset: m.Offset, Lease: m.Lease})
-		}
-		outs, err := st.Ack(ectx, []domain.AckParams{{Queue: domain.Global("inv"), Group: g, Acks: acks}})
-		if err != nil {
-			return err
-		}
-		if outs[0].Err != nil {
-			return outs[0].Err
 		}
 		gs.mu.Lock()
 		for i, res := range outs[0].Results {
