@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -186,10 +187,25 @@ func (s *Store) ensureGroup(ctx context.Context, q queueRow, group string, from 
 	if ok && time.Since(seen) < s.ttl {
 		return nil
 	}
+	// Concurrent first pops of a group (a fresh broker's consumers, all
+	// starting at once) make one call between them: each would take the
+	// queue row's lock FOR UPDATE in turn, behind the partitions being
+	// created (docs/benchmarks.md). A pop that shares another's call
+	// starts where that one placed the cursors, as if it had lost the race.
+	_, err, _ := s.groupFlight.Do(strconv.FormatInt(q.ID, 10)+"\x00"+group, func() (any, error) {
+		return nil, s.makeGroup(ctx, q, group, from, ok)
+	})
+	return err
+}
+
+// makeGroup is ensureGroup's call to PostgreSQL; known says the group was
+// seen before, longer ago than the cache's TTL.
+func (s *Store) makeGroup(ctx context.Context, q queueRow, group string, from domain.Start, known bool) error {
+	k := groupKey{q.ID, group}
 	// Past the TTL, look again: another bridge may have deleted the group
 	// (DeleteGroup), and then this pop starts it anew. A plain read keeps
 	// the common case off the queue row's lock.
-	if ok {
+	if known {
 		var exists bool
 		if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM comb_groups WHERE queue_id = $1 AND name = $2)`, q.ID, group).Scan(&exists); err != nil {
 			return fmt.Errorf("check group: %w", classify(err))

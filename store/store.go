@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/combmq/comb/domain"
 )
@@ -78,6 +79,8 @@ type Store struct {
 	queues map[domain.QueueRef]cachedQueue
 	parts  map[partKey]int64      // partition id by (queue id, name)
 	groups map[groupKey]time.Time // groups known to exist, and when last seen
+	// groupFlight shares one group creation among concurrent callers.
+	groupFlight singleflight.Group
 
 	slotsMu sync.Mutex // held through a round of slot maintenance
 	slots   slotState
