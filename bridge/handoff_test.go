@@ -100,3 +100,21 @@ func TestPushAnswersAPopPerGroup(t *testing.T) {
 	require.Equal(t, `1`, string(msgs[0].Data))
 	require.Equal(t, int64(2), env.Bridge.Stats().PopHandoffs)
 }
+
+// TestLongPollsStartingTogetherScanOnce: long polls of a group that start
+// at once, nothing known of it, read its cursors in one pop statement.
+func TestLongPollsStartingTogetherScanOnce(t *testing.T) {
+	t.Parallel()
+	env := combtest.StartWith(t, combtest.Options{Bridge: bridge.Config{RetryInterval: time.Hour}})
+	call(t, env.NC, "comb.configure.s", ``, nil)
+	const polls = 20
+	var got []<-chan []msgOut
+	for range polls {
+		got = append(got, longPollBody(t, env, "s", `{"wait_ms":1500}`))
+	}
+	waitFor(t, func() bool { return env.Bridge.Waiting() == polls })
+	require.Equal(t, int64(1), env.Bridge.Stats().PopScans)
+	for _, ch := range got {
+		require.Empty(t, recv(t, ch, "a long poll"))
+	}
+}

@@ -81,6 +81,13 @@ type waitQueue struct {
 	// pop statements a message of 1.75 at 1,000 msg/s, docs/benchmarks.md).
 	// Claims exist only while their pops are attached.
 	claims map[claimKey]int
+	// scans counts, per group, the waiting pops in flight that read every
+	// cursor of the group with nothing known of it: another waiting pop
+	// of the group parks at once instead of reading them too, and is
+	// retried if the scan finds anything (deferToScan, endScan). A fresh
+	// broker's consumers all start at once; each of them reading every
+	// cursor opened and planned a connection apiece (docs/benchmarks.md).
+	scans map[string]int
 }
 
 // claimKey is a group's candidate partition, claimed.
@@ -336,6 +343,17 @@ func (p *popper) run(job *popJob) {
 			began = time.Now()
 			msgs, err = p.popAll(job, attached, began)
 		}
+	} else if waits && anyPartition && !k.valid {
+		// Nothing is known of the group: one waiting pop reads every
+		// cursor, the others wait on its outcome.
+		if p.deferToScan(job) {
+			if p.park(job, seq, time.Time{}) {
+				return
+			}
+		} else {
+			msgs, err = p.popAll(job, attached, began)
+			p.endScan(job, err == nil && len(msgs) == 0)
+		}
 	} else {
 		msgs, err = p.popAll(job, attached, began)
 	}
@@ -585,6 +603,43 @@ func (p *popper) settleCandidates(queue domain.QueueRef, group string, seq uint6
 	}
 }
 
+// deferToScan reports whether another waiting pop of job's group is
+// reading every cursor of it (job then defers to it: see waitQueue.scans);
+// if not, job's own scan is counted until endScan.
+func (p *popper) deferToScan(job *popJob) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	wq := p.queues[job.req.Queue] // job is attached: it exists
+	if wq.scans[job.req.Group] > 0 {
+		job.deferred = true
+		return true
+	}
+	wq.scans[job.req.Group]++
+	return false
+}
+
+// endScan ends job's scan. Unless it found nothing (empty), which its
+// own parking marks, the waiters that deferred to it try again.
+func (p *popper) endScan(job *popJob, empty bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	wq := p.queues[job.req.Queue]
+	g := job.req.Group
+	if wq.scans[g]--; wq.scans[g] <= 0 {
+		delete(wq.scans, g)
+	}
+	if empty {
+		return
+	}
+	wq.seq++ // a deferring pop not parked yet tries again
+	for w := range wq.waiters {
+		if w.deferred && w.req.Group == g && w.req.Partition == "" && !w.ns {
+			w.deferred = false
+			p.unparkLocked(wq, w)
+		}
+	}
+}
+
 // wakeKept wakes the pops of the job's group, on every bridge, for the
 // partitions its pop held locked and left ready (PopResult.Kept). A
 // concurrent pop skipped them as locked: having leased nothing, it forgot
@@ -722,7 +777,7 @@ func (p *popper) attach(queue domain.QueueRef, group string, anyPartition bool) 
 	defer p.mu.Unlock()
 	wq := p.queues[queue]
 	if wq == nil {
-		wq = &waitQueue{waiters: map[*popJob]struct{}{}, empty: map[string]*emptyMark{}, claims: map[claimKey]int{}}
+		wq = &waitQueue{waiters: map[*popJob]struct{}{}, empty: map[string]*emptyMark{}, claims: map[claimKey]int{}, scans: map[string]int{}}
 		p.queues[queue] = wq
 	}
 	wq.refs++

@@ -473,3 +473,52 @@ func TestClaimedCandidates(t *testing.T) {
 	require.Equal(t, 0, p.waiting())
 	p.stopTimers()
 }
+
+// TestWaitingPopsShareAScan: while a waiting pop reads every cursor of a
+// group nothing is known of, another waiting pop of the group parks at
+// once; it stays parked when the scan found nothing and tries again when
+// it found something. Other groups scan for themselves.
+func TestWaitingPopsShareAScan(t *testing.T) {
+	t.Parallel()
+	p := newPopper(&Bridge{cfg: Config{MaxPops: 100, RetryInterval: time.Hour}})
+	q := domain.Global("q")
+	newJob := func(group string) *popJob {
+		return &popJob{call: testCall(), req: domain.PopParams{Queue: q, Group: group, Max: 1}, deadline: time.Now().Add(time.Hour)}
+	}
+	a, b, h := newJob("g"), newJob("g"), newJob("h")
+	attachSeq(p, a)
+	require.False(t, p.deferToScan(a), "the first scans")
+	seqB := attachSeq(p, b)
+	require.True(t, p.deferToScan(b), "the second defers")
+	require.True(t, b.deferred)
+	require.True(t, p.park(b, seqB, time.Time{}))
+	attachSeq(p, h)
+	require.False(t, p.deferToScan(h), "another group scans for itself")
+	p.endScan(h, false)
+
+	p.endScan(a, true)
+	require.Empty(t, p.ch, "nothing found: b waits on")
+	require.Equal(t, 1, p.waiting())
+
+	c := newJob("g")
+	attachSeq(p, c)
+	require.False(t, p.deferToScan(c), "no scan in flight")
+	p.endScan(c, false)
+	require.Len(t, p.ch, 1, "c found something: b tries again")
+	require.Same(t, b, <-p.ch)
+	require.False(t, b.deferred)
+	require.Zero(t, p.waiting())
+
+	// A pop that deferred and had not parked when the scan found
+	// something tries again instead of parking.
+	d, e := newJob("g"), newJob("g")
+	attachSeq(p, d)
+	require.False(t, p.deferToScan(d))
+	seqE := attachSeq(p, e)
+	require.True(t, p.deferToScan(e))
+	p.endScan(d, false)
+	require.True(t, p.park(e, seqE, time.Time{}))
+	require.Same(t, e, <-p.ch)
+	require.Zero(t, p.waiting())
+	p.stopTimers()
+}
