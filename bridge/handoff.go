@@ -1,7 +1,6 @@
 package bridge
 
 import (
-	"slices"
 	"time"
 
 	"github.com/combmq/comb/domain"
@@ -44,14 +43,17 @@ func (p *popper) claimOffers(batch []*pushJob) ([]domain.Offer, []*popJob) {
 	var offers []domain.Offer
 	var jobs []*popJob
 	type target struct{ group, partition string }
+	done := map[domain.QueueRef]bool{} // queues whose waiters were offered
 	for i, j := range batch {
 		wq := p.queues[j.req.Queue]
-		if wq == nil || len(wq.waiters) == 0 || offeredBefore(batch[:i], j.req.Queue) {
+		if wq == nil || len(wq.waiters) == 0 || done[j.req.Queue] {
 			continue
 		}
+		done[j.req.Queue] = true
 		// The partitions the queue's pushes in this batch store in, in
 		// order; delayed messages wait, so their partitions are left out.
 		var parts []string
+		stores := map[string]bool{} // the partitions in parts
 		held := map[string]bool{}
 		for _, k := range batch[i:] {
 			if k.req.Queue != j.req.Queue {
@@ -61,7 +63,8 @@ func (p *popper) claimOffers(batch []*pushJob) ([]domain.Offer, []*popJob) {
 				if m.Delayed() {
 					held[m.Partition] = true
 				}
-				if !slices.Contains(parts, m.Partition) {
+				if !stores[m.Partition] {
+					stores[m.Partition] = true
 					parts = append(parts, m.Partition)
 				}
 			}
@@ -85,7 +88,7 @@ func (p *popper) claimOffers(batch []*pushJob) ([]domain.Offer, []*popJob) {
 					continue
 				}
 				part = parts[next[g]]
-			} else if held[part] || taken[target{g, part}] || !slices.Contains(parts, part) {
+			} else if held[part] || taken[target{g, part}] || !stores[part] {
 				continue
 			}
 			if p.gone(job) {
@@ -98,17 +101,6 @@ func (p *popper) claimOffers(batch []*pushJob) ([]domain.Offer, []*popJob) {
 		}
 	}
 	return offers, jobs
-}
-
-// offeredBefore reports whether a push of queue comes earlier in batch: its
-// waiters were offered then.
-func offeredBefore(batch []*pushJob, queue domain.QueueRef) bool {
-	for _, j := range batch {
-		if j.req.Queue == queue {
-			return true
-		}
-	}
-	return false
 }
 
 // settleOffers ends the offers of a push transaction that has returned:

@@ -255,9 +255,18 @@ const (
 	liveLease = `(c.lease_until > now() AND NOT ` + isHeld + `)`
 )
 
+// leasePrefix starts every lease id: "l-", the partition id, "-", and the
+// pop's random token (leaseToken). popTail builds the same in SQL.
+const leasePrefix = "l-"
+
+// leaseID is the lease id of partition pid under token.
+func leaseID(pid int64, token string) string {
+	return leasePrefix + strconv.FormatInt(pid, 10) + "-" + token
+}
+
 // leasePartition returns the partition id a lease id names, or -1.
 func leasePartition(lease string) int64 {
-	rest, ok := strings.CutPrefix(lease, "l-")
+	rest, ok := strings.CutPrefix(lease, leasePrefix)
 	if !ok {
 		return -1
 	}

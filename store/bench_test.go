@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -80,10 +81,14 @@ func benchFill(b *testing.B, st *store.Store) int64 {
 	return seq.Load()
 }
 
-// BenchmarkPopAck drains a pre-filled queue with concurrent consumers that
-// pop up to 4 partitions x 500 messages and ack each lease cumulatively;
-// b.N counts messages.
-func BenchmarkPopAck(b *testing.B) {
+// benchConsumers is how many goroutines drain a queue in benchDrain.
+const benchConsumers = 6
+
+// benchDrain fills a queue with at least b.N messages (benchFill), then
+// drains it with benchConsumers goroutines, each calling round for its
+// c and its r-th round until every message is done, and reports messages a
+// second. round returns how many messages it settled.
+func benchDrain(b *testing.B, round func(ctx context.Context, st *store.Store, c, r int) (int, error)) {
 	st := newStore(b)
 	ctx := context.Background()
 	total := benchFill(b, st)
@@ -91,30 +96,15 @@ func BenchmarkPopAck(b *testing.B) {
 	b.ResetTimer()
 	start := time.Now()
 	var wg sync.WaitGroup
-	for range 6 {
+	for c := range benchConsumers {
 		wg.Go(func() {
-			for done.Load() < total {
-				ms, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("bench"), Max: 2000, Partitions: 4})
+			for r := 0; done.Load() < total; r++ {
+				n, err := round(ctx, st, c, r)
 				if err != nil {
 					b.Error(err)
 					return
 				}
-				last := map[string]domain.Message{}
-				for _, m := range ms {
-					last[m.Lease] = m
-				}
-				r := domain.AckParams{Queue: domain.Global("bench")}
-				for _, m := range last {
-					r.Acks = append(r.Acks, domain.Ack{Partition: m.Partition, Offset: m.Offset, Lease: m.Lease})
-				}
-				if len(r.Acks) > 0 {
-					outs, err := st.Ack(ctx, []domain.AckParams{r})
-					if err != nil || outs[0].Err != nil {
-						b.Error(err, outs)
-						return
-					}
-				}
-				done.Add(int64(len(ms)))
+				done.Add(int64(n))
 			}
 		})
 	}
@@ -122,40 +112,54 @@ func BenchmarkPopAck(b *testing.B) {
 	b.ReportMetric(float64(total)/time.Since(start).Seconds(), "msgs/s")
 }
 
-// BenchmarkPopOneAck drains a pre-filled queue one message at a time: six
-// consumers, each over its own share of the partitions, pop one message of
-// a named partition and ack it; b.N counts messages.
-func BenchmarkPopOneAck(b *testing.B) {
-	st := newStore(b)
-	ctx := context.Background()
-	total := benchFill(b, st)
-	var done atomic.Int64
-	b.ResetTimer()
-	start := time.Now()
-	var wg sync.WaitGroup
-	const consumers = 6
-	for c := range consumers {
-		wg.Go(func() {
-			for k := c; done.Load() < total; k += consumers {
-				part := "p" + strconv.Itoa(k%benchPartitions)
-				ms, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("bench"), Partition: part, Max: 1})
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				if len(ms) == 0 {
-					continue
-				}
-				m := ms[0]
-				outs, err := st.Ack(ctx, []domain.AckParams{{Queue: domain.Global("bench"), Acks: []domain.Ack{{Partition: m.Partition, Offset: m.Offset, Lease: m.Lease}}}})
-				if err != nil || outs[0].Err != nil || !outs[0].Results[0].OK {
-					b.Error(err, outs)
-					return
-				}
-				done.Add(1)
+// BenchmarkPopAck drains a pre-filled queue with concurrent consumers that
+// pop up to 4 partitions x 500 messages and ack each lease cumulatively;
+// b.N counts messages.
+func BenchmarkPopAck(b *testing.B) {
+	benchDrain(b, func(ctx context.Context, st *store.Store, _, _ int) (int, error) {
+		ms, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("bench"), Max: 2000, Partitions: 4})
+		if err != nil {
+			return 0, err
+		}
+		last := map[string]domain.Message{}
+		for _, m := range ms {
+			last[m.Lease] = m
+		}
+		r := domain.AckParams{Queue: domain.Global("bench")}
+		for _, m := range last {
+			r.Acks = append(r.Acks, domain.Ack{Partition: m.Partition, Offset: m.Offset, Lease: m.Lease})
+		}
+		if len(r.Acks) > 0 {
+			outs, err := st.Ack(ctx, []domain.AckParams{r})
+			if err == nil && outs[0].Err != nil {
+				err = outs[0].Err
 			}
-		})
-	}
-	wg.Wait()
-	b.ReportMetric(float64(total)/time.Since(start).Seconds(), "msgs/s")
+			if err != nil {
+				return 0, err
+			}
+		}
+		return len(ms), nil
+	})
+}
+
+// BenchmarkPopOneAck drains a pre-filled queue one message at a time:
+// each consumer, over its own share of the partitions, pops one message
+// of a named partition and acks it; b.N counts messages.
+func BenchmarkPopOneAck(b *testing.B) {
+	benchDrain(b, func(ctx context.Context, st *store.Store, c, r int) (int, error) {
+		part := "p" + strconv.Itoa((c+r*benchConsumers)%benchPartitions)
+		ms, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("bench"), Partition: part, Max: 1})
+		if err != nil || len(ms) == 0 {
+			return 0, err
+		}
+		m := ms[0]
+		outs, err := st.Ack(ctx, []domain.AckParams{{Queue: domain.Global("bench"), Acks: []domain.Ack{{Partition: m.Partition, Offset: m.Offset, Lease: m.Lease}}}})
+		if err == nil && (outs[0].Err != nil || !outs[0].Results[0].OK) {
+			err = fmt.Errorf("ack: %v %+v", outs[0].Err, outs[0].Results)
+		}
+		if err != nil {
+			return 0, err
+		}
+		return 1, nil
+	})
 }

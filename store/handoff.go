@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"math"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -38,13 +37,13 @@ import (
 // handoffSQL leases to each offer ($1 partition ids, $2 groups) the first
 // $4 of the $3 messages the push stored there, when its cursor is caught
 // up and unleased; $5 and $6 are the lease's duration and auto-ack, $7 the
-// lease tokens. It runs after allocOffsetsSQL, so the push's first new
-// offset is the partition's new next_offset less $3. It returns, per offer
-// taken, the partition, the group, the transaction's time (the segment's
-// created_at) and how many cursors the partition has.
+// lease ids (leaseID). It runs after allocOffsetsSQL, so the push's first
+// new offset is the partition's new next_offset less $3. It returns, per
+// offer taken, the partition, the group, the transaction's time (the
+// segment's created_at) and how many cursors the partition has.
 const handoffSQL = `
 UPDATE comb_cursors c SET
-    lease_id       = CASE WHEN x.auto THEN NULL ELSE 'l-' || c.partition_id || '-' || x.token END,
+    lease_id       = CASE WHEN x.auto THEN NULL ELSE x.lease END,
     lease_from     = p.next_offset - x.n,
     lease_upto     = p.next_offset - x.n + x.k - 1,
     lease_until    = CASE WHEN x.auto THEN NULL ELSE now() + x.ms * interval '1 millisecond' END,
@@ -53,7 +52,7 @@ UPDATE comb_cursors c SET
     delivered_upto = p.next_offset - x.n + x.k - 1,
     committed      = CASE WHEN x.auto THEN p.next_offset - x.n + x.k ELSE c.committed END
 FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bool[], $7::text[])
-     AS x(pid, grp, n, k, ms, auto, token)
+     AS x(pid, grp, n, k, ms, auto, lease)
 JOIN comb_partitions p ON p.id = x.pid
 WHERE c.partition_id = x.pid AND c.group_name = x.grp
   AND greatest(c.committed, p.low_offset) = p.next_offset - x.n
@@ -66,18 +65,26 @@ RETURNING c.partition_id, c.group_name, now(),
 // (their offsets filled in once the segment's base is known).
 type offerPlan struct {
 	at      int // index in the caller's offers
-	pid     int64
 	group   string
-	seg     *segmentBuf
-	idx     []int64 // each message's index in seg
+	stored  *storedIn
 	msgs    []domain.Message
 	leaseMS int64
 	auto    bool
-	token   string
+	lease   string // empty with auto-ack
 
 	taken   bool
 	created time.Time
 	cursors int64
+}
+
+// storedIn is what a push stores in one partition, as a pop would return
+// it: the messages in offset order, each with its index in the segment.
+type storedIn struct {
+	seg     *segmentBuf
+	config  domain.QueueConfig
+	idx     []int64
+	msgs    []domain.Message
+	delayed bool // some message is held back (hold): none is handed off
 }
 
 // planOffers chooses what each offer would take: the first messages the
@@ -87,48 +94,58 @@ type offerPlan struct {
 // offer to one group and partition. It runs after buildSegments.
 func (p *pushPlan) planOffers(offers []domain.Offer) error {
 	p.offers = p.offers[:0]
+	if len(offers) == 0 {
+		return nil
+	}
+	type part struct {
+		queue domain.QueueRef
+		name  string
+	}
+	stored := map[part]*storedIn{}
+	for _, o := range offers {
+		stored[part{o.Pop.Queue, o.Partition}] = nil
+	}
+	// One pass over the push's messages, for the partitions offered.
+	for i, r := range p.reqs {
+		if p.outs[i].Err != nil {
+			continue
+		}
+		for j := range r.Messages {
+			m, pl := &r.Messages[j], &p.places[i][j]
+			k := part{r.Queue, m.Partition}
+			st, offered := stored[k]
+			if !offered || pl.dup || pl.seg == nil {
+				continue
+			}
+			if st == nil {
+				st = &storedIn{seg: pl.seg, config: p.queues[i].Config}
+				stored[k] = st
+			}
+			st.delayed = st.delayed || m.Delayed()
+			st.idx = append(st.idx, pl.idx)
+			st.msgs = append(st.msgs, domain.Message{Partition: m.Partition, ID: m.ID, Attempt: 1,
+				Data: m.Data, Encoding: m.Encoding, Headers: m.Headers})
+		}
+	}
 	type key struct {
 		pid   int64
 		group string
 	}
 	seen := map[key]bool{}
 	for at, o := range offers {
+		st := stored[part{o.Pop.Queue, o.Partition}]
 		group := cmp.Or(o.Pop.Group, protocol.DefaultGroup)
-		op := offerPlan{at: at, group: group, auto: o.Pop.AutoAck}
-		for i, r := range p.reqs {
-			if p.outs[i].Err != nil || r.Queue != o.Pop.Queue {
-				continue
-			}
-			q := p.queues[i].Config
-			if q.DelayMS > 0 {
-				break
-			}
-			op.leaseMS = cmp.Or(max(o.Pop.LeaseMS, 0), q.LeaseMS)
-			for j := range r.Messages {
-				m, pl := &r.Messages[j], &p.places[i][j]
-				if m.Partition != o.Partition || pl.dup || pl.seg == nil {
-					continue
-				}
-				op.pid, op.seg = pl.pid, pl.seg
-				op.idx = append(op.idx, pl.idx)
-				op.msgs = append(op.msgs, domain.Message{Partition: m.Partition, ID: m.ID, Attempt: 1,
-					Data: m.Data, Encoding: m.Encoding, Headers: m.Headers})
-			}
-		}
-		if op.seg == nil || seen[key{op.pid, group}] ||
-			slices.ContainsFunc(p.holds, func(h hold) bool { return h.place.seg == op.seg }) {
+		if st == nil || st.delayed || st.config.DelayMS > 0 || seen[key{st.seg.id, group}] {
 			continue
 		}
+		op := offerPlan{at: at, group: group, stored: st, auto: o.Pop.AutoAck,
+			leaseMS: cmp.Or(max(o.Pop.LeaseMS, 0), st.config.LeaseMS)}
 		if !op.auto {
 			token, err := leaseToken()
 			if err != nil {
 				return err
 			}
-			op.token = token
-		}
-		lease := ""
-		if !op.auto {
-			lease = "l-" + strconv.FormatInt(op.pid, 10) + "-" + op.token
+			op.lease = leaseID(st.seg.id, token)
 		}
 		size := o.Pop.SizeOf
 		if size == nil {
@@ -136,10 +153,10 @@ func (p *pushPlan) planOffers(offers []domain.Offer) error {
 		}
 		maxN := cmp.Or(max(o.Pop.Max, 0), protocol.DefaultPopMax)
 		total, keep := 0, 0
-		for keep < len(op.msgs) && keep < maxN {
-			m := &op.msgs[keep]
-			m.Lease, m.Offset, m.CreatedAt = lease, math.MaxInt64, time.Now() // sized at their longest
-			total += size(m)
+		for keep < len(st.msgs) && keep < maxN {
+			m := st.msgs[keep]
+			m.Lease, m.Offset, m.CreatedAt = op.lease, math.MaxInt64, time.Now() // sized at their longest
+			total += size(&m)
 			if o.Pop.MaxBytes > 0 && total > o.Pop.MaxBytes && (keep > 0 || o.Pop.StrictMaxBytes) {
 				break
 			}
@@ -148,8 +165,8 @@ func (p *pushPlan) planOffers(offers []domain.Offer) error {
 		if keep == 0 {
 			continue
 		}
-		op.msgs, op.idx = op.msgs[:keep], op.idx[:keep]
-		seen[key{op.pid, group}] = true
+		op.msgs = slices.Clone(st.msgs[:keep]) // each offer leases its own copies
+		seen[key{st.seg.id, group}] = true
 		p.offers = append(p.offers, op)
 	}
 	return nil
@@ -163,12 +180,12 @@ func (p *pushPlan) queueOffers(b *pgx.Batch) func(br pgx.BatchResults) error {
 	}
 	n := len(p.offers)
 	pids, ns, ks, ms := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
-	groups, tokens, autos := make([]string, n), make([]string, n), make([]bool, n)
+	groups, leases, autos := make([]string, n), make([]string, n), make([]bool, n)
 	for i, o := range p.offers {
-		pids[i], groups[i], ns[i], ks[i] = o.pid, o.group, o.seg.n, int64(len(o.msgs))
-		ms[i], autos[i], tokens[i] = o.leaseMS, o.auto, o.token
+		pids[i], groups[i], ns[i], ks[i] = o.stored.seg.id, o.group, o.stored.seg.n, int64(len(o.msgs))
+		ms[i], autos[i], leases[i] = o.leaseMS, o.auto, o.lease
 	}
-	b.Queue(handoffSQL, pids, groups, ns, ks, ms, autos, tokens)
+	b.Queue(handoffSQL, pids, groups, ns, ks, ms, autos, leases)
 	return func(br pgx.BatchResults) error {
 		rows, err := br.Query()
 		if err != nil {
@@ -181,7 +198,7 @@ func (p *pushPlan) queueOffers(b *pgx.Batch) func(br pgx.BatchResults) error {
 		)
 		_, err = pgx.ForEachRow(rows, []any{&pid, &group, &created, &cursors}, func() error {
 			for i := range p.offers {
-				if o := &p.offers[i]; o.pid == pid && o.group == group {
+				if o := &p.offers[i]; o.stored.seg.id == pid && o.group == group {
 					o.taken, o.created, o.cursors = true, created, cursors
 				}
 			}
@@ -194,30 +211,29 @@ func (p *pushPlan) queueOffers(b *pgx.Batch) func(br pgx.BatchResults) error {
 // handed returns, per offer of the caller's n, what the push leased to
 // it; it runs once the transaction has committed. Every group of a
 // partition took every message the push stored there when the offers
-// taken there are as many as its cursors and each took them all.
+// taken there are as many as its cursors and none took only some.
 func (p *pushPlan) handed(n int) []domain.Handed {
 	out := make([]domain.Handed, n)
 	taken := map[int64]int64{}
-	whole := map[int64]bool{}
+	some := map[int64]bool{} // an offer took only some of the messages
 	for _, o := range p.offers {
-		if !o.taken {
-			continue
+		if o.taken {
+			pid := o.stored.seg.id
+			taken[pid]++
+			some[pid] = some[pid] || int64(len(o.msgs)) < o.stored.seg.n
 		}
-		if _, ok := whole[o.pid]; !ok {
-			whole[o.pid] = true
-		}
-		taken[o.pid]++
-		whole[o.pid] = whole[o.pid] && int64(len(o.msgs)) == o.seg.n
 	}
 	for _, o := range p.offers {
-		if !o.taken || !o.seg.ok {
+		seg := o.stored.seg
+		if !o.taken || !seg.ok {
 			continue
 		}
 		for k := range o.msgs {
-			o.msgs[k].Offset = o.seg.base + o.idx[k]
+			o.msgs[k].Offset = seg.base + o.stored.idx[k]
+			o.msgs[k].Lease = o.lease
 			o.msgs[k].CreatedAt = o.created
 		}
-		out[o.at] = domain.Handed{Messages: o.msgs, AllGroups: whole[o.pid] && taken[o.pid] == o.cursors}
+		out[o.at] = domain.Handed{Messages: o.msgs, AllGroups: !some[seg.id] && taken[seg.id] == o.cursors}
 	}
 	return out
 }
