@@ -40,6 +40,9 @@ var KeyedStatements = map[string]string{
 	"push insert":            insertSegmentsSQL,
 	"push holds":             insertHoldsSQL,
 	"push handoff":           handoffSQL,
+	"push fresh queues":      lockFreshQueuesSQL,
+	"push fresh partitions":  insertFreshSQL,
+	"push fresh cursors":     insertFreshCursorsSQL,
 	"dedup lock":             lockDedupPartitionsSQL,
 	"dedup read":             readDedupSetsSQL,
 	"dedup check":            checkSuspectsSQL,
@@ -56,3 +59,10 @@ func (s *Store) PopPool() *pgxpool.Pool { return s.popPool }
 
 // KeyedPlansSQL opens a transaction whose statements read by key.
 const KeyedPlansSQL = keyedPlansSQL
+
+// SetPreloadLimit changes preloadLimit until the test ends.
+func SetPreloadLimit(t interface{ Cleanup(func()) }, n int) {
+	old := preloadLimit
+	preloadLimit = n
+	t.Cleanup(func() { preloadLimit = old })
+}

@@ -40,12 +40,13 @@ type pushPlan struct {
 	queues []queueRow           // per request
 	places [][]msgPlace         // per request, per message
 	segs   map[int64]*segmentBuf
-	pids   []int64         // every partition touched, sorted
-	queue  map[int64]int64 // queue id by partition id
-	hot    map[int64]bool  // partitions whose segments go into the ring (slots.go)
-	dedup  bool            // some message is subject to deduplication
-	holds  []hold          // the delayed messages, in the order framed
-	offers []offerPlan     // waiting pops to lease to (handoff.go); writeSimple only
+	pids   []int64          // every partition touched, sorted
+	queue  map[int64]int64  // queue id by partition id
+	hot    map[int64]bool   // partitions whose segments go into the ring (slots.go)
+	dedup  bool             // some message is subject to deduplication
+	holds  []hold           // the delayed messages, in the order framed
+	offers []offerPlan      // waiting pops to lease to (handoff.go); writeSimple only
+	fresh  []freshPartition // partitions the push creates (fresh.go); writeSimple only
 }
 
 // hold is a delayed message of a push: where it went and how long it holds
@@ -78,7 +79,7 @@ func (s *Store) Push(ctx context.Context, reqs []domain.PushParams) ([]domain.Pu
 // leased to it, durable once it returns without error. A push with
 // producer ids to deduplicate hands nothing off.
 func (s *Store) PushOffer(ctx context.Context, reqs []domain.PushParams, offers []domain.Offer) ([]domain.PushOutcome, []domain.Handed, error) {
-	outs, handed, retry, err := s.push(ctx, reqs, offers)
+	outs, handed, retry, err := s.push(ctx, reqs, offers, true)
 	if err != nil || len(retry) == 0 {
 		return outs, handed, err
 	}
@@ -89,7 +90,7 @@ func (s *Store) PushOffer(ctx context.Context, reqs []domain.PushParams, offers 
 		s.forget(reqs[r].Queue)
 		again[i] = reqs[r]
 	}
-	outs2, _, retry2, err := s.push(ctx, again, nil)
+	outs2, _, retry2, err := s.push(ctx, again, nil, false)
 	for i, r := range retry {
 		outs[r] = outs2[i]
 	}
@@ -100,10 +101,11 @@ func (s *Store) PushOffer(ctx context.Context, reqs []domain.PushParams, offers 
 }
 
 // push makes one attempt and returns, besides the outcomes, the indexes of
-// the requests to try again.
-func (s *Store) push(ctx context.Context, reqs []domain.PushParams, offers []domain.Offer) ([]domain.PushOutcome, []domain.Handed, []int, error) {
+// the requests to try again. fresh lets it create new partitions in its
+// own transaction (fresh.go).
+func (s *Store) push(ctx context.Context, reqs []domain.PushParams, offers []domain.Offer, fresh bool) ([]domain.PushOutcome, []domain.Handed, []int, error) {
 	none := make([]domain.Handed, len(offers))
-	p, err := s.plan(ctx, reqs, false)
+	p, err := s.plan(ctx, reqs, false, fresh)
 	if err != nil {
 		return failAll(len(reqs), err), none, nil, err
 	}
@@ -132,6 +134,7 @@ func (s *Store) push(ctx context.Context, reqs []domain.PushParams, offers []dom
 		}
 		return p.outs, none, nil, err
 	}
+	s.settleFresh(p)
 	retry := p.results()
 	return p.outs, p.handed(len(offers)), retry, nil
 }
@@ -148,18 +151,31 @@ func failAll(n int, err error) []domain.PushOutcome {
 // plan resolves queues and partitions, applies per-request checks (message
 // size, queue limits) and records where each message goes. accepted skips
 // the queue's size checks: the messages were accepted already (spooled),
-// and a limit must not lose them.
-func (s *Store) plan(ctx context.Context, reqs []domain.PushParams, accepted bool) (*pushPlan, error) {
+// and a limit must not lose them. fresh leaves new partitions for the
+// push's own transaction to create (p.fresh, fresh.go) when no queue of
+// the batch deduplicates (writeDedup creates none); without it plan
+// creates them first.
+func (s *Store) plan(ctx context.Context, reqs []domain.PushParams, accepted, fresh bool) (*pushPlan, error) {
 	p := &pushPlan{reqs: reqs, outs: make([]domain.PushOutcome, len(reqs)), queues: make([]queueRow, len(reqs)), places: make([][]msgPlace, len(reqs)), segs: map[int64]*segmentBuf{}, queue: map[int64]int64{}, hot: map[int64]bool{}}
-	limited := map[int64]bool{}
 	for i, r := range reqs {
-		out := &p.outs[i]
 		q, err := s.queue(ctx, r.Queue, true)
 		if err != nil {
-			out.Err = err
+			p.outs[i].Err = err
 			continue
 		}
 		p.queues[i] = q
+		if q.Config.DedupWindowS > 0 {
+			fresh = false
+		}
+	}
+	limited := map[int64]bool{}
+	freshIDs := map[int64]bool{}
+	for i, r := range reqs {
+		out := &p.outs[i]
+		if out.Err != nil {
+			continue
+		}
+		q := p.queues[i]
 		names := make([]string, 0, 1)
 		for j := range r.Messages {
 			m := &r.Messages[j]
@@ -182,7 +198,7 @@ func (s *Store) plan(ctx context.Context, reqs []domain.PushParams, accepted boo
 		if !accepted && (q.Config.MaxMessages > 0 || q.Config.MaxBytes > 0) {
 			limited[q.ID] = true
 		}
-		ids, err := s.partitionIDs(ctx, q, names, true)
+		ids, err := s.placeIDs(ctx, q, names, fresh, p, freshIDs)
 		if err != nil {
 			out.Err = err
 			continue
@@ -216,6 +232,34 @@ func (s *Store) plan(ctx context.Context, reqs []domain.PushParams, accepted boo
 	}
 	slices.Sort(p.pids)
 	return p, nil
+}
+
+// placeIDs returns the ids of q's partitions names, creating the new ones
+// now, or with fresh, when all of q's partitions are known, reserving
+// their ids and adding them to p.fresh (once each: seen) for the push to
+// create.
+func (s *Store) placeIDs(ctx context.Context, q queueRow, names []string, fresh bool, p *pushPlan, seen map[int64]bool) (map[string]int64, error) {
+	if fresh {
+		known, err := s.knownPartitions(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		fresh = known
+	}
+	if !fresh {
+		return s.partitionIDs(ctx, q, names, true)
+	}
+	ids, made, err := s.freshIDs(ctx, q, names)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range made {
+		if !seen[f.id] {
+			seen[f.id] = true
+			p.fresh = append(p.fresh, f)
+		}
+	}
+	return ids, nil
 }
 
 // checkLimits refuses the requests that would take a queue past its
@@ -459,6 +503,7 @@ func (s *Store) writeSimple(ctx context.Context, db writer, p *pushPlan) error {
 	if !inTx {
 		b.Queue(keyedPlansSQL)
 	}
+	readFresh := p.queueFresh(b)
 	b.Queue(lockPartitionsSQL, p.pids)
 	read := p.queueWrite(b)
 	readOffers := p.queueOffers(b)
@@ -468,6 +513,9 @@ func (s *Store) writeSimple(ctx context.Context, db writer, p *pushPlan) error {
 		if _, err := br.Exec(); err != nil {
 			return err
 		}
+	}
+	if err := readFresh(br); err != nil {
+		return err
 	}
 	if _, err := br.Exec(); err != nil {
 		return err

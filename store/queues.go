@@ -69,6 +69,12 @@ func (s *Store) forgetLocked(q queueRow) {
 			delete(s.parts, k)
 		}
 	}
+	delete(s.complete, q.ID)
+	for k := range s.pending {
+		if k.queue == q.ID {
+			delete(s.pending, k)
+		}
+	}
 	for k := range s.groups {
 		if k.queue == q.ID {
 			delete(s.groups, k)

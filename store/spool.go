@@ -77,7 +77,7 @@ func (s *Store) pushSpooled(ctx context.Context, b SpoolBatch) ([]domain.PushOut
 	if b.Last <= b.Prev {
 		return nil, nil, fmt.Errorf("push spooled: records %d..%d: %w", b.Prev+1, b.Last, domain.ErrInvalid)
 	}
-	p, err := s.plan(ctx, b.Pushes, true)
+	p, err := s.plan(ctx, b.Pushes, true, false)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -77,10 +77,18 @@ type Store struct {
 
 	mu     sync.Mutex
 	queues map[domain.QueueRef]cachedQueue
-	parts  map[partKey]int64      // partition id by (queue id, name)
-	groups map[groupKey]time.Time // groups known to exist, and when last seen
+	parts  map[partKey]int64 // partition id by (queue id, name)
+	// complete says, by queue id, whether parts holds all of a queue's
+	// partitions (fresh.go); pending holds the ids reserved for partitions
+	// that pushes in flight create.
+	complete map[int64]uint8
+	pending  map[partKey]int64
+	groups   map[groupKey]time.Time // groups known to exist, and when last seen
 	// groupFlight shares one group creation among concurrent callers.
 	groupFlight singleflight.Group
+
+	reserveMu sync.Mutex // held while reserved is refilled
+	reserved  []int64    // partition ids taken from the sequence, not used yet
 
 	slotsMu sync.Mutex // held through a round of slot maintenance
 	slots   slotState
@@ -164,6 +172,8 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		queueLimit: opts.MaxQueues,
 		queues:     map[domain.QueueRef]cachedQueue{},
 		parts:      map[partKey]int64{},
+		complete:   map[int64]uint8{},
+		pending:    map[partKey]int64{},
 		groups:     map[groupKey]time.Time{},
 		dedup:      newDedupCache(),
 	}, nil

@@ -93,7 +93,7 @@ func (s *Store) txn(ctx context.Context, p domain.TxnParams) (domain.TxnResult, 
 		var plan *pushPlan
 		if len(p.Push) > 0 {
 			var err error
-			if plan, err = s.plan(ctx, p.Push, false); err != nil {
+			if plan, err = s.plan(ctx, p.Push, false, false); err != nil {
 				return err
 			}
 			for i := range plan.outs {

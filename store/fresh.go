@@ -1,0 +1,226 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// A push to a partition that does not exist yet creates it in the push's
+// own transaction, in the same round trip, instead of a transaction of its
+// own before it (createPartitions): at 100 messages a push spread one
+// partition a push, that first transaction was a third of the push's time
+// (docs/benchmarks.md).
+//
+// The push's statements name partitions by id, so the id of a new one is
+// taken from the partitions' sequence beforehand (reserveIDs, in blocks)
+// and inserted with it. That is only right for a name that is truly new,
+// and a cache miss alone does not say so: after a restart every name is a
+// miss. So the store first reads all of a queue's partitions into the
+// cache, once (knownPartitions), for a queue of at most preloadLimit of
+// them; from then on a name missing from the cache is new, unless another
+// bridge made it meanwhile. In that case the insert does nothing, the
+// push's statements find no row under the reserved id and store nothing
+// there, and the push goes once more the old way (PushOffer's retry),
+// which looks the partition up.
+//
+// Until the push that creates a partition commits, its reserved id is
+// pending: a second push of this store to the same new name takes the same
+// id, and its insert waits on the first one's and then finds the row.
+
+// preloadLimit is the most partitions a queue may have for the store to
+// read them all into its cache and create new ones inside pushes; a queue
+// with more gets its new partitions the old way, a transaction each. A
+// variable for tests.
+var preloadLimit = 100_000
+
+// reserveBlock is how many partition ids reserveIDs takes from the
+// sequence at a time.
+const reserveBlock = 256
+
+// freshPartition is a partition a push creates in its own transaction.
+type freshPartition struct {
+	queue int64
+	name  string
+	id    int64
+}
+
+// Values of Store.complete.
+const (
+	partsUnread   = 0 // not read yet
+	partsComplete = 1 // every partition of the queue is in the cache
+	partsTooMany  = 2 // over preloadLimit: new ones are made the old way
+)
+
+// knownPartitions reports whether every partition of q is in the cache,
+// reading them all first if that was not done yet.
+func (s *Store) knownPartitions(ctx context.Context, q queueRow) (bool, error) {
+	s.mu.Lock()
+	state := s.complete[q.ID]
+	s.mu.Unlock()
+	switch state {
+	case partsComplete:
+		return true, nil
+	case partsTooMany:
+		return false, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT name, id FROM comb_partitions WHERE queue_id = $1 LIMIT $2`, q.ID, preloadLimit+1)
+	if err != nil {
+		return false, fmt.Errorf("read partitions: %w", classify(err))
+	}
+	found, err := collectNameIDs(rows)
+	if err != nil {
+		return false, fmt.Errorf("read partitions: %w", classify(err))
+	}
+	state = partsComplete
+	if len(found) > preloadLimit {
+		state = partsTooMany
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cq, ok := s.queues[q.ref()]; !ok || cq.q.ID != q.ID {
+		return false, nil // forgotten meanwhile: read again next time
+	}
+	for n, id := range found {
+		s.parts[partKey{q.ID, n}] = id
+	}
+	s.complete[q.ID] = state
+	return state == partsComplete, nil
+}
+
+// freshIDs maps the partition names of q, a queue whose partitions are all
+// cached (knownPartitions), to ids: a cached one, or for a new name the id
+// reserved for it, which it also returns in fresh for the push to create.
+func (s *Store) freshIDs(ctx context.Context, q queueRow, names []string) (ids map[string]int64, fresh []freshPartition, err error) {
+	ids = make(map[string]int64, len(names))
+	var missing []string
+	s.mu.Lock()
+	for _, n := range names {
+		k := partKey{q.ID, n}
+		if id, ok := s.parts[k]; ok {
+			ids[n] = id
+		} else if id, ok := s.pending[k]; ok {
+			ids[n] = id
+			fresh = append(fresh, freshPartition{q.ID, n, id})
+		} else {
+			missing = append(missing, n)
+		}
+	}
+	s.mu.Unlock()
+	if len(missing) == 0 {
+		return ids, fresh, nil
+	}
+	reserved, err := s.reserveIDs(ctx, len(missing))
+	if err != nil {
+		return nil, nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, n := range missing {
+		k := partKey{q.ID, n}
+		id, ok := s.pending[k] // reserved by another push meanwhile
+		if !ok {
+			id = reserved[i]
+			s.pending[k] = id
+		}
+		ids[n] = id
+		fresh = append(fresh, freshPartition{q.ID, n, id})
+	}
+	return ids, fresh, nil
+}
+
+// reserveIDs returns n partition ids from the sequence, never handed out
+// before; ids reserved and not used are gaps, which cost nothing.
+func (s *Store) reserveIDs(ctx context.Context, n int) ([]int64, error) {
+	s.reserveMu.Lock()
+	defer s.reserveMu.Unlock()
+	if len(s.reserved) < n {
+		rows, err := s.pool.Query(ctx, `SELECT nextval(pg_get_serial_sequence('comb_partitions', 'id')) FROM generate_series(1, $1)`, n-len(s.reserved)+reserveBlock)
+		if err != nil {
+			return nil, fmt.Errorf("reserve partition ids: %w", classify(err))
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return nil, fmt.Errorf("reserve partition ids: %w", classify(err))
+		}
+		s.reserved = append(s.reserved, ids...)
+	}
+	out := slices.Clone(s.reserved[:n])
+	s.reserved = s.reserved[n:]
+	return out, nil
+}
+
+// The statements that create a push's fresh partitions, first in its
+// batch, in the order createPartitions runs them: the queues' rows FOR KEY
+// SHARE (ordering the creation against a group's, members.go), then the
+// partitions in (queue, name) order so that two pushes creating the same
+// ones wait for each other instead of deadlocking, then their cursors of
+// every existing group. A queue deleted meanwhile gets none (the join),
+// and the push stores nothing there. Each is its own statement, so that
+// the later ones see what committed while the first waited for its locks.
+const (
+	lockFreshQueuesSQL = `SELECT id FROM comb_queues WHERE id = ANY($1) ORDER BY id FOR KEY SHARE`
+	insertFreshSQL     = `
+		INSERT INTO comb_partitions (id, queue_id, name)
+		SELECT x.id, x.qid, x.name
+		FROM unnest($1::bigint[], $2::bigint[], $3::text[]) AS x(id, qid, name)
+		JOIN comb_queues q ON q.id = x.qid
+		ORDER BY x.qid, x.name
+		ON CONFLICT DO NOTHING`
+	insertFreshCursorsSQL = `
+		INSERT INTO comb_cursors (partition_id, group_name, queue_id, committed)
+		SELECT p.id, g.name, p.queue_id, p.low_offset
+		FROM comb_partitions p JOIN comb_groups g ON g.queue_id = p.queue_id
+		WHERE p.id = ANY($1)
+		ORDER BY p.id, g.name
+		ON CONFLICT DO NOTHING`
+)
+
+// queueFresh queues the creation of the plan's fresh partitions, if any,
+// and returns a function that reads its results.
+func (p *pushPlan) queueFresh(b *pgx.Batch) func(br pgx.BatchResults) error {
+	if len(p.fresh) == 0 {
+		return func(pgx.BatchResults) error { return nil }
+	}
+	ids := make([]int64, len(p.fresh))
+	qids := make([]int64, len(p.fresh))
+	names := make([]string, len(p.fresh))
+	var queues []int64
+	for i, f := range p.fresh {
+		ids[i], qids[i], names[i] = f.id, f.queue, f.name
+		if !slices.Contains(queues, f.queue) {
+			queues = append(queues, f.queue)
+		}
+	}
+	b.Queue(lockFreshQueuesSQL, queues)
+	b.Queue(insertFreshSQL, ids, qids, names)
+	b.Queue(insertFreshCursorsSQL, ids)
+	return func(br pgx.BatchResults) error {
+		for range 3 {
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// settleFresh caches the fresh partitions the committed push stored in:
+// their rows exist under the reserved ids. One it did not store in was
+// made by someone else under another id; PushOffer's retry looks it up.
+func (s *Store) settleFresh(p *pushPlan) {
+	if len(p.fresh) == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, f := range p.fresh {
+		if seg := p.segs[f.id]; seg != nil && seg.ok {
+			k := partKey{f.queue, f.name}
+			s.parts[k] = f.id
+			delete(s.pending, k)
+		}
+	}
+}

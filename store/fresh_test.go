@@ -1,0 +1,163 @@
+package store_test
+
+import (
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/combmq/comb/domain"
+	"github.com/combmq/comb/store"
+)
+
+// openTraced opens a store on url whose round trips trips counts.
+func openTraced(t *testing.T, url string, trips *roundTrips) *store.Store {
+	t.Helper()
+	ctx := ctxT(t)
+	st, err := store.Open(ctx, url, store.Options{MaxConns: 4, Tracer: trips})
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	require.NoError(t, st.Migrate(ctx))
+	return st
+}
+
+// pushTo pushes one message to each partition named, in one request.
+func pushTo(t *testing.T, st *store.Store, queue string, parts ...string) []domain.PushResult {
+	t.Helper()
+	r := domain.PushParams{Queue: domain.Global(queue)}
+	for _, p := range parts {
+		r.Messages = append(r.Messages, domain.PushMessage{Partition: p, Data: []byte(`1`), Encoding: domain.EncodingJSON})
+	}
+	out := push(t, st, r)[0]
+	require.NoError(t, out.Err)
+	return out.Results
+}
+
+// partitionRows counts the rows of a partition name in queue.
+func partitionRows(t *testing.T, st *store.Store, queue, name string) int {
+	t.Helper()
+	var n int
+	require.NoError(t, st.Pool().QueryRow(ctxT(t), `
+		SELECT count(*) FROM comb_partitions p JOIN comb_queues q ON q.id = p.queue_id
+		WHERE q.name = $1 AND p.name = $2`, queue, name).Scan(&n))
+	return n
+}
+
+// A push to new partitions creates them, and their cursors of the groups
+// there are, in its own transaction: one round trip, where it took one
+// more for the creation before.
+func TestPushCreatesPartitionsInItsTransaction(t *testing.T) {
+	t.Parallel()
+	var trips roundTrips
+	st := openTraced(t, testURL(t), &trips)
+	ctx := ctxT(t)
+	pushTo(t, st, "q", "p0")
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Group: "g", Max: 10, AutoAck: true})
+	require.NoError(t, err)
+	require.Len(t, ms, 1)
+
+	trips.reset()
+	res := pushTo(t, st, "q", "p1", "p2", "p1")
+	require.Equal(t, int64(1), trips.batches.Load(), "one round trip: %q", trips.sql)
+	require.Zero(t, trips.statements.Load(), "and nothing besides: %q", trips.sql)
+	require.Equal(t, []int64{0, 0, 1}, []int64{res[0].Offset, res[1].Offset, res[2].Offset})
+
+	var cursors int
+	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT count(*) FROM comb_cursors WHERE group_name = 'g'`).Scan(&cursors))
+	require.Equal(t, 3, cursors, "the group has a cursor on each new partition")
+	ms, err = st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Group: "g", Max: 10, Partitions: 10, AutoAck: true})
+	require.NoError(t, err)
+	require.Len(t, ms, 3, "the group reads them")
+}
+
+// A store that starts on partitions another made (a restart, or a second
+// bridge) knows them and pushes on their rows; one made elsewhere after
+// the store read them is found when its insert does nothing, and the push
+// goes on that row too. Either way each name keeps one row and dense
+// offsets.
+func TestPushFindsPartitionsMadeElsewhere(t *testing.T) {
+	t.Parallel()
+	url := testURL(t)
+	var tripsA, tripsB, tripsC roundTrips
+	a := openTraced(t, url, &tripsA)
+	b := openTraced(t, url, &tripsB)
+	pushTo(t, a, "q", "old")
+	pushTo(t, b, "q", "x") // a has read q's partitions already: it does not know x
+	res := pushTo(t, a, "q", "x", "x")
+	require.Equal(t, []int64{1, 2}, []int64{res[0].Offset, res[1].Offset})
+	require.Equal(t, 1, partitionRows(t, a, "q", "x"))
+
+	c := openTraced(t, url, &tripsC) // a restart
+	pushTo(t, c, "q", "nothing") // c reads q's partitions
+	tripsC.reset()
+	res = pushTo(t, c, "q", "old", "x")
+	require.Equal(t, []int64{1, 3}, []int64{res[0].Offset, res[1].Offset})
+	require.Equal(t, int64(1), tripsC.batches.Load(), "no insert that finds the row taken, no second try: %q", tripsC.sql)
+	for _, p := range []string{"old", "x", "nothing"} {
+		require.Equal(t, 1, partitionRows(t, c, "q", p), p)
+	}
+
+	ms, err := a.Pop(ctxT(t), domain.PopParams{Queue: domain.Global("q"), Group: "g", Max: 10, Partitions: 1, Partition: "x", AutoAck: true})
+	require.NoError(t, err)
+	require.Len(t, ms, 4)
+	for i, m := range ms {
+		require.Equal(t, int64(i), m.Offset)
+	}
+}
+
+// A queue with more partitions than the store reads into its cache gets
+// its new ones the old way, in a transaction before the push's.
+func TestPushCreatesPartitionsOfABigQueueFirst(t *testing.T) {
+	store.SetPreloadLimit(t, 2) // not parallel: a package variable
+	url := testURL(t)
+	var tripsA, tripsB roundTrips
+	a := openTraced(t, url, &tripsA)
+	pushTo(t, a, "q", "p0", "p1", "p2")
+	b := openTraced(t, url, &tripsB)
+	pushTo(t, b, "q", "p0") // b finds q over the limit
+	tripsB.reset()
+	res := pushTo(t, b, "q", "p3")
+	require.Equal(t, int64(0), res[0].Offset)
+	require.Equal(t, int64(2), tripsB.batches.Load(), "the creation, then the push: %q", tripsB.sql)
+	require.Equal(t, 1, partitionRows(t, b, "q", "p3"))
+}
+
+// A group made while pushes create partitions gets a cursor on every one
+// of them: either the push sees the group, or the group the partitions.
+func TestGroupMeetsPartitionsMadeByPushes(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx := ctxT(t)
+	for round := range 20 {
+		queue := "q" + strconv.Itoa(round)
+		pushTo(t, st, queue, "first")
+		var parts []string
+		for i := range 10 {
+			parts = append(parts, "p"+strconv.Itoa(i))
+		}
+		errs := make(chan error, 2)
+		go func() {
+			_, err := st.Push(ctx, []domain.PushParams{{Queue: domain.Global(queue), Messages: []domain.PushMessage{
+				{Partition: parts[0], Data: []byte(`1`), Encoding: domain.EncodingJSON},
+			}}})
+			for _, p := range parts[1:] {
+				if err != nil {
+					break
+				}
+				_, err = st.Push(ctx, []domain.PushParams{{Queue: domain.Global(queue), Messages: []domain.PushMessage{{Partition: p, Data: []byte(`1`), Encoding: domain.EncodingJSON}}}})
+			}
+			errs <- err
+		}()
+		go func() {
+			_, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global(queue), Group: "g", Max: 1})
+			errs <- err
+		}()
+		require.NoError(t, <-errs)
+		require.NoError(t, <-errs)
+		var n int
+		require.NoError(t, st.Pool().QueryRow(ctx, `
+			SELECT count(*) FROM comb_cursors c JOIN comb_queues q ON q.id = c.queue_id
+			WHERE q.name = $1 AND c.group_name = 'g'`, queue).Scan(&n))
+		require.Equal(t, 11, n, "round %d: a cursor on every partition", round)
+	}
+}
