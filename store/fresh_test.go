@@ -88,7 +88,7 @@ func TestPushFindsPartitionsMadeElsewhere(t *testing.T) {
 	require.Equal(t, 1, partitionRows(t, a, "q", "x"))
 
 	c := openTraced(t, url, &tripsC) // a restart
-	pushTo(t, c, "q", "nothing") // c reads q's partitions
+	pushTo(t, c, "q", "nothing")     // c reads q's partitions
 	tripsC.reset()
 	res = pushTo(t, c, "q", "old", "x")
 	require.Equal(t, []int64{1, 3}, []int64{res[0].Offset, res[1].Offset})
