@@ -120,7 +120,12 @@ func (s *Store) freshIDs(ctx context.Context, q queueRow, names []string) (ids m
 	defer s.mu.Unlock()
 	for i, n := range missing {
 		k := partKey{q.ID, n}
-		id, ok := s.pending[k] // reserved by another push meanwhile
+		// Another push may have made it meanwhile, or be making it.
+		if id, ok := s.parts[k]; ok {
+			ids[n] = id
+			continue
+		}
+		id, ok := s.pending[k]
 		if !ok {
 			id = reserved[i]
 			s.pending[k] = id
