@@ -6,6 +6,8 @@ import (
 	"slices"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/combmq/comb/domain"
 )
 
 // A push to a partition that does not exist yet creates it in the push's
@@ -24,7 +26,8 @@ import (
 // bridge made it meanwhile. In that case the insert does nothing, the
 // push's statements find no row under the reserved id and store nothing
 // there, and the push goes once more the old way (PushOffer's retry),
-// which looks the partition up.
+// which looks the partition up and keeps what else the store knows of the
+// queue.
 //
 // Until the push that creates a partition commits, its reserved id is
 // pending: a second push of this store to the same new name takes the same
@@ -222,7 +225,8 @@ func (p *pushPlan) queueFresh(b *pgx.Batch) func(br pgx.BatchResults) error {
 
 // settleFresh caches the fresh partitions the committed push stored in:
 // their rows exist under the reserved ids. One it did not store in was
-// made by someone else under another id; PushOffer's retry looks it up.
+// made by someone else under another id (or its queue was deleted): its
+// reserved id is dropped, and PushOffer's retry looks the name up.
 func (s *Store) settleFresh(p *pushPlan) {
 	if len(p.fresh) == 0 {
 		return
@@ -230,10 +234,26 @@ func (s *Store) settleFresh(p *pushPlan) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, f := range p.fresh {
+		k := partKey{f.queue, f.name}
 		if seg := p.segs[f.id]; seg != nil && seg.ok {
-			k := partKey{f.queue, f.name}
 			s.parts[k] = f.id
+		}
+		if s.pending[k] == f.id {
 			delete(s.pending, k)
 		}
 	}
+}
+
+// queueUnchanged reports whether the queue the store has cached as ref is
+// still in PostgreSQL under the same id. Partitions are only ever deleted
+// with their queue, so then every partition id cached for it is good.
+func (s *Store) queueUnchanged(ctx context.Context, ref domain.QueueRef) bool {
+	s.mu.Lock()
+	cq, ok := s.queues[ref]
+	s.mu.Unlock()
+	if !ok {
+		return false
+	}
+	q, err := s.loadQueue(ctx, s.pool, ref)
+	return err == nil && q.ID == cq.q.ID
 }

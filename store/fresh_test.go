@@ -86,12 +86,16 @@ func TestPushFindsPartitionsMadeElsewhere(t *testing.T) {
 	res := pushTo(t, a, "q", "x", "x")
 	require.Equal(t, []int64{1, 2}, []int64{res[0].Offset, res[1].Offset})
 	require.Equal(t, 1, partitionRows(t, a, "q", "x"))
+	tripsA.reset()
+	pushTo(t, a, "q", "old", "x")
+	require.Equal(t, int64(1), tripsA.batches.Load(), "a still knows q's partitions, x among them: %q", tripsA.sql)
+	require.Zero(t, tripsA.statements.Load(), "and reads none of them again: %q", tripsA.sql)
 
 	c := openTraced(t, url, &tripsC) // a restart
 	pushTo(t, c, "q", "nothing")     // c reads q's partitions
 	tripsC.reset()
 	res = pushTo(t, c, "q", "old", "x")
-	require.Equal(t, []int64{1, 3}, []int64{res[0].Offset, res[1].Offset})
+	require.Equal(t, []int64{2, 4}, []int64{res[0].Offset, res[1].Offset})
 	require.Equal(t, int64(1), tripsC.batches.Load(), "no insert that finds the row taken, no second try: %q", tripsC.sql)
 	for _, p := range []string{"old", "x", "nothing"} {
 		require.Equal(t, 1, partitionRows(t, c, "q", p), p)
@@ -99,7 +103,7 @@ func TestPushFindsPartitionsMadeElsewhere(t *testing.T) {
 
 	ms, err := a.Pop(ctxT(t), domain.PopParams{Queue: domain.Global("q"), Group: "g", Max: 10, Partitions: 1, Partition: "x", AutoAck: true})
 	require.NoError(t, err)
-	require.Len(t, ms, 4)
+	require.Len(t, ms, 5)
 	for i, m := range ms {
 		require.Equal(t, int64(i), m.Offset)
 	}
@@ -159,5 +163,28 @@ func TestGroupMeetsPartitionsMadeByPushes(t *testing.T) {
 			SELECT count(*) FROM comb_cursors c JOIN comb_queues q ON q.id = c.queue_id
 			WHERE q.name = $1 AND c.group_name = 'g'`, queue).Scan(&n))
 		require.Equal(t, 11, n, "round %d: a cursor on every partition", round)
+	}
+}
+
+// A queue deleted by another store (bridge) under this one's cache is
+// made again by this one's next push, whether the push names partitions
+// it knew or new ones.
+func TestPushRecreatesAQueueDeletedElsewhere(t *testing.T) {
+	t.Parallel()
+	url := testURL(t)
+	var tripsA, tripsB roundTrips
+	a := openTraced(t, url, &tripsA)
+	b := openTraced(t, url, &tripsB)
+	ctx := ctxT(t)
+	for round, parts := range [][]string{{"old"}, {"old", "new"}, {"newer"}} {
+		pushTo(t, a, "q", "old")
+		require.NoError(t, b.Delete(ctx, domain.Global("q")), "round %d", round)
+		res := pushTo(t, a, "q", parts...)
+		for i, r := range res {
+			require.Equal(t, int64(0), r.Offset, "round %d: %s in a new queue", round, parts[i])
+		}
+		for _, p := range parts {
+			require.Equal(t, 1, partitionRows(t, a, "q", p), "round %d: %s", round, p)
+		}
 	}
 }

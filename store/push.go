@@ -84,10 +84,19 @@ func (s *Store) PushOffer(ctx context.Context, reqs []domain.PushParams, offers 
 		return outs, handed, err
 	}
 	// A queue was deleted under a cached partition id: forget it and push
-	// those requests once more (the push recreates the queue).
+	// those requests once more (the push recreates the queue). Or the
+	// queue is still there and another bridge made a partition this push
+	// took for new (fresh.go): the next try looks that one up, and the
+	// rest of what the store knows of the queue stays.
 	again := make([]domain.PushParams, len(retry))
+	checked := map[domain.QueueRef]bool{}
 	for i, r := range retry {
-		s.forget(reqs[r].Queue)
+		if ref := reqs[r].Queue; !checked[ref] {
+			checked[ref] = true
+			if !s.queueUnchanged(ctx, ref) {
+				s.forget(ref)
+			}
+		}
 		again[i] = reqs[r]
 	}
 	outs2, _, retry2, err := s.push(ctx, again, nil, false)
