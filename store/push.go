@@ -178,7 +178,7 @@ func (s *Store) plan(ctx context.Context, reqs []domain.PushParams, accepted, fr
 		}
 	}
 	limited := map[int64]bool{}
-	freshIDs := map[int64]bool{}
+	freshSeen := map[int64]bool{}
 	for i, r := range reqs {
 		out := &p.outs[i]
 		if out.Err != nil {
@@ -207,7 +207,7 @@ func (s *Store) plan(ctx context.Context, reqs []domain.PushParams, accepted, fr
 		if !accepted && (q.Config.MaxMessages > 0 || q.Config.MaxBytes > 0) {
 			limited[q.ID] = true
 		}
-		ids, err := s.placeIDs(ctx, q, names, fresh, p, freshIDs)
+		ids, err := s.placeIDs(ctx, q, names, fresh, p, freshSeen)
 		if err != nil {
 			out.Err = err
 			continue

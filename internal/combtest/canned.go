@@ -2,7 +2,6 @@ package combtest
 
 import (
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -10,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/combmq/comb/domain"
+	"github.com/combmq/comb/internal/procstat"
 	"github.com/combmq/comb/internal/wire"
 	"github.com/combmq/comb/protocol"
 )
@@ -83,7 +83,7 @@ func CannedReply(verb string) []byte {
 func BenchClient(b *testing.B, nc *nats.Conn, subject string, body []byte, hdr nats.Header, name string, call func() error) {
 	b.Run("bare", func(b *testing.B) {
 		b.ReportAllocs()
-		cpu := CPUTime()
+		cpu := procstat.SelfCPU()
 		for b.Loop() {
 			m := nats.NewMsg(subject)
 			m.Data, m.Header = body, hdr
@@ -91,26 +91,16 @@ func BenchClient(b *testing.B, nc *nats.Conn, subject string, body []byte, hdr n
 				b.Fatal(err)
 			}
 		}
-		b.ReportMetric(float64(CPUTime()-cpu)/float64(b.N)/1e3, "cpu-µs/op")
+		b.ReportMetric(float64(procstat.SelfCPU()-cpu)/float64(b.N)/1e3, "cpu-µs/op")
 	})
 	b.Run(name, func(b *testing.B) {
 		b.ReportAllocs()
-		cpu := CPUTime()
+		cpu := procstat.SelfCPU()
 		for b.Loop() {
 			if err := call(); err != nil {
 				b.Fatal(err)
 			}
 		}
-		b.ReportMetric(float64(CPUTime()-cpu)/float64(b.N)/1e3, "cpu-µs/op")
+		b.ReportMetric(float64(procstat.SelfCPU()-cpu)/float64(b.N)/1e3, "cpu-µs/op")
 	})
-}
-
-// CPUTime is the CPU time this process has used so far, user and system,
-// in nanoseconds.
-func CPUTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

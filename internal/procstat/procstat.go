@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // ClockTicks is USER_HZ, the unit of /proc CPU times: 100 on every Linux
@@ -79,6 +81,17 @@ func CPUTicks(pid int) (float64, bool) {
 		return 0, false
 	}
 	return u + st, true
+}
+
+// SelfCPU returns this process's user plus system CPU time so far, from
+// getrusage: to the microsecond, where CPUTicks counts 10 ms ticks. 0 if
+// unreadable.
+func SelfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // RSS returns a process's resident memory in MB, NaN if unreadable.
