@@ -62,7 +62,7 @@ type Client string
 
 // Clients.
 const (
-	// ClientRaw is the loader's own encoder and reply scanner for the wire
+	// ClientRaw is the loader's own request encoder for the wire
 	// protocol (rawwire.go): the same requests as clients/go for a fraction
 	// of the CPU, which a loader sharing the machine with the broker needs.
 	ClientRaw Client = "raw"

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	comb "github.com/combmq/comb/clients/go"
 	"github.com/combmq/comb/domain"
 	"github.com/combmq/comb/internal/wire"
 	"github.com/combmq/comb/protocol"
@@ -64,8 +65,12 @@ func benchPayloads(enc Encoding) [][]byte {
 func benchLoaderSide(b *testing.B, enc Encoding) {
 	payloads := benchPayloads(enc)
 	msgs := make([]domain.Message, len(payloads))
+	// The messages of one push transaction share its now() as their
+	// creation time, and a pop returns a partition's messages in runs
+	// of such.
+	at := time.Now()
 	for i, p := range payloads {
-		msgs[i] = domain.Message{Partition: "p3", Offset: int64(i), Lease: "l-0123456789", Attempt: 1, CreatedAt: time.Now(), Data: p, Encoding: wire.EncodingOf(p)}
+		msgs[i] = domain.Message{Partition: "p3", Offset: int64(i), Lease: "l-0123456789", Attempt: 1, CreatedAt: at, Data: p, Encoding: wire.EncodingOf(p)}
 	}
 	reply, _ := wire.PopReply(msgs, 0)
 	b.ReportAllocs()
@@ -137,8 +142,12 @@ func BenchmarkPayloadBrokerBinary(b *testing.B) { benchBrokerSide(b, EncodingBin
 func benchRawLoaderSide(b *testing.B, enc Encoding) {
 	payloads := benchPayloads(enc)
 	msgs := make([]domain.Message, len(payloads))
+	// The messages of one push transaction share its now() as their
+	// creation time, and a pop returns a partition's messages in runs
+	// of such.
+	at := time.Now()
 	for i, p := range payloads {
-		msgs[i] = domain.Message{Partition: "p3", Offset: int64(i), Lease: "l-0123456789", Attempt: 1, CreatedAt: time.Now(), Data: p, Encoding: wire.EncodingOf(p)}
+		msgs[i] = domain.Message{Partition: "p3", Offset: int64(i), Lease: "l-0123456789", Attempt: 1, CreatedAt: at, Data: p, Encoding: wire.EncodingOf(p)}
 	}
 	reply, _ := wire.PopReply(msgs, 0)
 	b.ReportAllocs()
@@ -146,7 +155,7 @@ func benchRawLoaderSide(b *testing.B, enc Encoding) {
 	var body []byte
 	for b.Loop() {
 		body = appendPushBody(body[:0], "p3", payloads, enc, msgIDs{}, nil)
-		got, err := parsePopReply(reply, nil)
+		got, err := comb.DecodePopReply(reply, "q", nil)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	comb "github.com/combmq/comb/clients/go"
-	"github.com/combmq/comb/internal/wire"
+	"github.com/combmq/comb/internal/handjson"
 	"github.com/combmq/comb/protocol"
 )
 
@@ -67,22 +67,22 @@ func appendTxnBody(b []byte, queue, group string, acks []comb.Ack, msgs []comb.D
 			b = append(b, ',')
 		}
 		b = append(b, `{"queue":`...)
-		b = wire.AppendString(b, queue)
+		b = handjson.AppendString(b, queue)
 		b = append(b, `,"group":`...)
-		b = wire.AppendString(b, group)
+		b = handjson.AppendString(b, group)
 		b = append(b, ',')
 		b = appendAckMembers(b, a)
 		b = append(b, '}')
 	}
 	b = append(b, `],"push":[{"queue":`...)
-	b = wire.AppendString(b, PipelineQueue(queue))
+	b = handjson.AppendString(b, PipelineQueue(queue))
 	b = append(b, `,"messages":[`...)
 	for i, m := range msgs {
 		if i > 0 {
 			b = append(b, ',')
 		}
 		b = append(b, `{"partition":`...)
-		b = wire.AppendString(b, m.Partition)
+		b = handjson.AppendString(b, m.Partition)
 		if hdr != nil {
 			b = append(b, `,"headers":`...)
 			b = append(b, hdr...)
@@ -94,7 +94,10 @@ func appendTxnBody(b []byte, queue, group string, acks []comb.Ack, msgs []comb.D
 }
 
 // parseTxnAcks reads the "acks" of a transaction reply.
-func parseTxnAcks(b []byte) ([]comb.AckResult, error) { return parseAckResults(b, "acks") }
+func parseTxnAcks(b []byte) ([]comb.AckResult, error) {
+	r, err := comb.DecodeTxnReply(b)
+	return r.Acks, err
+}
 
 // txnSubject is the subject of every transaction.
 var txnSubject = protocol.Subject(protocol.DefaultPrefix, protocol.VerbTxn, "")

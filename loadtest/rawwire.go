@@ -14,26 +14,24 @@ import (
 	"github.com/nats-io/nats.go"
 
 	comb "github.com/combmq/comb/clients/go"
-	"github.com/combmq/comb/internal/wire"
+	"github.com/combmq/comb/internal/handjson"
 	"github.com/combmq/comb/protocol"
 )
 
 // The loader's own client of Comb's wire protocol (ClientRaw). It sends
-// the same requests as clients/go, but writes them with appends and reads
-// replies with a small scanner instead of encoding/json's reflection: on a
-// two-core machine that also runs the broker and PostgreSQL, every
-// microsecond the loader spends per message is taken from what it
-// measures. clients/go validates and compacts each message's JSON three
-// times on a push and decodes pops by reflection, which cost the loader
-// about 11 µs of CPU per message pushed, popped and acked; this client
-// knows its payloads are valid JSON strings (or binary) and costs a
-// fraction of that. Only the bodies are hand-written: subjects, headers,
-// statuses and errors come from the protocol package, errors are
-// *protocol.Error (which comb.Error is), so errors.Is with the sentinels
-// works alike, and rawwire_test.go holds the bodies and the scanner
-// against encoding/json and protocol's types. Deliveries, acks and ack
-// results are clients/go's types, so that both clients feed one consumer
-// loop.
+// the same requests as clients/go, but writes them with appends from
+// bodies it prepares once: on a two-core machine that also runs the broker
+// and PostgreSQL, every microsecond the loader spends per message is taken
+// from what it measures. clients/go validates and compacts each message's
+// JSON on a push; this client knows its payloads are valid JSON strings
+// (or binary) and writes them as they are. It reads replies with
+// clients/go's own readers (comb.DecodePopReply, comb.DecodeAckReply),
+// which are written by hand too. Only the request bodies are the loader's:
+// subjects, headers, statuses and errors come from the protocol package,
+// errors are *protocol.Error (which comb.Error is), so errors.Is with the
+// sentinels works alike, and rawwire_test.go holds the bodies against
+// internal/wire's decoders. Deliveries, acks and ack results are
+// clients/go's types, so that both clients feed one consumer loop.
 
 // rawClient sends requests for one queue on one connection.
 type rawClient struct {
@@ -113,7 +111,7 @@ func appendPushBody(b []byte, partition string, payloads [][]byte, enc Encoding,
 			b = append(b, ',')
 		}
 		b = append(b, `{"partition":`...)
-		b = wire.AppendString(b, partition)
+		b = handjson.AppendString(b, partition)
 		if ids.on() {
 			// Base 36 digits, '-' and the prefix's likewise: nothing to
 			// escape.
@@ -191,7 +189,7 @@ func pushStatus(s string, withID bool, dups *int) error {
 // keeps max and partitions at 1 or more, and a 0 there would be a 400.
 func popRequestBody(o comb.PopOptions) []byte {
 	b := []byte(`{"group":`)
-	b = wire.AppendString(b, o.Group)
+	b = handjson.AppendString(b, o.Group)
 	b = append(b, `,"max":`...)
 	b = strconv.AppendInt(b, int64(o.Max), 10)
 	b = append(b, `,"partitions":`...)
@@ -213,7 +211,7 @@ func (c *rawClient) pop(ctx context.Context, body []byte, wait time.Duration, ou
 	if err != nil {
 		return out, err
 	}
-	out, err = parsePopReply(reply, out)
+	out, err = comb.DecodePopReply(reply, c.queue, out)
 	if err != nil {
 		return out, fmt.Errorf("pop %s: %w", c.queue, err)
 	}
@@ -227,7 +225,7 @@ func (c *rawClient) ack(ctx context.Context, group string, acks []comb.Ack) ([]c
 	if err != nil {
 		return nil, err
 	}
-	res, err := parseAckReply(reply)
+	res, err := comb.DecodeAckReply(reply)
 	if err != nil {
 		return nil, fmt.Errorf("ack %s: %w", c.queue, err)
 	}
@@ -240,7 +238,7 @@ func (c *rawClient) ack(ctx context.Context, group string, acks []comb.Ack) ([]c
 // appendAckBody appends an ack request's JSON to b.
 func appendAckBody(b []byte, group string, acks []comb.Ack) []byte {
 	b = append(b, `{"group":`...)
-	b = wire.AppendString(b, group)
+	b = handjson.AppendString(b, group)
 	b = append(b, `,"acks":[`...)
 	for i, a := range acks {
 		if i > 0 {
@@ -257,285 +255,14 @@ func appendAckBody(b []byte, group string, acks []comb.Ack) []byte {
 // "partition":…,"offset":…,"lease":…[,"status":…].
 func appendAckMembers(b []byte, a comb.Ack) []byte {
 	b = append(b, `"partition":`...)
-	b = wire.AppendString(b, a.Partition)
+	b = handjson.AppendString(b, a.Partition)
 	b = append(b, `,"offset":`...)
 	b = strconv.AppendInt(b, a.Offset, 10)
 	b = append(b, `,"lease":`...)
-	b = wire.AppendString(b, a.Lease)
+	b = handjson.AppendString(b, a.Lease)
 	if a.Status != "" {
 		b = append(b, `,"status":`...)
-		b = wire.AppendString(b, a.Status)
+		b = handjson.AppendString(b, a.Status)
 	}
 	return b
-}
-
-// scanner reads the JSON the bridge writes. It is a strict reader of JSON
-// syntax for the parts it looks at, and skips any value it does not need,
-// so fields added to the protocol later are ignored as encoding/json would.
-type scanner struct {
-	b []byte
-	i int
-}
-
-var errSyntax = errors.New("malformed JSON reply")
-
-func (s *scanner) ws() {
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case ' ', '\t', '\n', '\r':
-			s.i++
-		default:
-			return
-		}
-	}
-}
-
-// peek returns the next non-space byte, 0 at the end.
-func (s *scanner) peek() byte {
-	s.ws()
-	if s.i >= len(s.b) {
-		return 0
-	}
-	return s.b[s.i]
-}
-
-func (s *scanner) expect(c byte) error {
-	if s.peek() != c {
-		return fmt.Errorf("%w: want %q at byte %d", errSyntax, c, s.i)
-	}
-	s.i++
-	return nil
-}
-
-// rawString returns the bytes between the quotes of a string and whether
-// they hold escapes.
-func (s *scanner) rawString() ([]byte, bool, error) {
-	if err := s.expect('"'); err != nil {
-		return nil, false, err
-	}
-	start, esc := s.i, false
-	for {
-		// Jump to the next quote; a backslash before it means escapes,
-		// and the quote may be one of them.
-		q := bytes.IndexByte(s.b[s.i:], '"')
-		if q < 0 {
-			return nil, false, fmt.Errorf("%w: unterminated string", errSyntax)
-		}
-		bs := bytes.IndexByte(s.b[s.i:s.i+q], '\\')
-		if bs < 0 {
-			s.i += q
-			out := s.b[start:s.i]
-			s.i++
-			return out, esc, nil
-		}
-		esc = true
-		s.i += bs + 2
-		if s.i > len(s.b) {
-			return nil, false, fmt.Errorf("%w: unterminated string", errSyntax)
-		}
-	}
-}
-
-// str reads a string value.
-func (s *scanner) str() (string, error) {
-	start := s.i
-	raw, esc, err := s.rawString()
-	if err != nil || !esc {
-		return string(raw), err
-	}
-	var out string
-	if err := json.Unmarshal(s.b[start:s.i], &out); err != nil {
-		return "", fmt.Errorf("%w: %v", errSyntax, err)
-	}
-	return out, nil
-}
-
-func (s *scanner) int() (int64, error) {
-	s.ws()
-	start := s.i
-	for s.i < len(s.b) && (s.b[s.i] == '-' || (s.b[s.i] >= '0' && s.b[s.i] <= '9')) {
-		s.i++
-	}
-	v, err := strconv.ParseInt(string(s.b[start:s.i]), 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("%w: number at byte %d", errSyntax, start)
-	}
-	return v, nil
-}
-
-// value skips one value and returns its bytes.
-func (s *scanner) value() ([]byte, error) {
-	s.ws()
-	start := s.i
-	depth := 0
-	for s.i < len(s.b) {
-		switch c := s.b[s.i]; c {
-		case '"':
-			if _, _, err := s.rawString(); err != nil {
-				return nil, err
-			}
-			if depth == 0 {
-				return s.b[start:s.i], nil
-			}
-			continue
-		case '{', '[':
-			depth++
-		case '}', ']':
-			if depth == 0 {
-				// The end of the enclosing container ends a literal.
-				return bytes.TrimRight(s.b[start:s.i], " \t\r\n"), nil
-			}
-			depth--
-			if depth == 0 {
-				s.i++
-				return s.b[start:s.i], nil
-			}
-		case ',':
-			if depth == 0 {
-				return bytes.TrimRight(s.b[start:s.i], " \t\r\n"), nil
-			}
-		}
-		s.i++
-	}
-	if depth != 0 || start == s.i {
-		return nil, fmt.Errorf("%w: truncated value", errSyntax)
-	}
-	return bytes.TrimRight(s.b[start:s.i], " \t\r\n"), nil
-}
-
-// object calls field for each key of an object; field reads the value.
-func (s *scanner) object(field func(key []byte) error) error {
-	if err := s.expect('{'); err != nil {
-		return err
-	}
-	if s.peek() == '}' {
-		s.i++
-		return nil
-	}
-	for {
-		key, _, err := s.rawString()
-		if err != nil {
-			return err
-		}
-		if err := s.expect(':'); err != nil {
-			return err
-		}
-		if err := field(key); err != nil {
-			return err
-		}
-		switch s.peek() {
-		case ',':
-			s.i++
-		case '}':
-			s.i++
-			return nil
-		default:
-			return fmt.Errorf("%w: want ',' or '}' at byte %d", errSyntax, s.i)
-		}
-	}
-}
-
-// array calls elem for each element of an array.
-func (s *scanner) array(elem func() error) error {
-	if err := s.expect('['); err != nil {
-		return err
-	}
-	if s.peek() == ']' {
-		s.i++
-		return nil
-	}
-	for {
-		if err := elem(); err != nil {
-			return err
-		}
-		switch s.peek() {
-		case ',':
-			s.i++
-		case ']':
-			s.i++
-			return nil
-		default:
-			return fmt.Errorf("%w: want ',' or ']' at byte %d", errSyntax, s.i)
-		}
-	}
-}
-
-// parsePopReply reads {"messages":[{…},…]} into out.
-func parsePopReply(b []byte, out []comb.Delivery) ([]comb.Delivery, error) {
-	s := &scanner{b: b}
-	err := s.object(func(key []byte) error {
-		if string(key) != "messages" {
-			_, err := s.value()
-			return err
-		}
-		return s.array(func() error {
-			var d comb.Delivery
-			err := s.object(func(k []byte) error {
-				var err error
-				switch string(k) {
-				case "partition":
-					d.Partition, err = s.str()
-				case "offset":
-					d.Offset, err = s.int()
-				case "lease":
-					d.Lease, err = s.str()
-				case "id":
-					d.ID, err = s.str()
-				case "attempt":
-					var a int64
-					a, err = s.int()
-					d.Attempt = int(a)
-				case "data":
-					d.Data, err = s.value()
-				case "data_b64":
-					var raw []byte
-					if raw, _, err = s.rawString(); err == nil {
-						d.Data, err = base64.StdEncoding.AppendDecode(make([]byte, 0, base64.StdEncoding.DecodedLen(len(raw))), raw)
-					}
-				default:
-					_, err = s.value()
-				}
-				return err
-			})
-			out = append(out, d)
-			return err
-		})
-	})
-	return out, err
-}
-
-// parseAckReply reads {"results":[{"ok":true},{"ok":false,"error":"…"}]}.
-func parseAckReply(b []byte) ([]comb.AckResult, error) { return parseAckResults(b, "results") }
-
-// parseAckResults reads the ack results in member key of a reply object,
-// skipping the other members.
-func parseAckResults(b []byte, key string) ([]comb.AckResult, error) {
-	var out []comb.AckResult
-	s := &scanner{b: b}
-	err := s.object(func(k []byte) error {
-		if string(k) != key {
-			_, err := s.value()
-			return err
-		}
-		return s.array(func() error {
-			var r comb.AckResult
-			err := s.object(func(k []byte) error {
-				switch string(k) {
-				case "ok":
-					v, err := s.value()
-					r.OK = string(v) == "true"
-					return err
-				case "error":
-					var err error
-					r.Error, err = s.str()
-					return err
-				}
-				_, err := s.value()
-				return err
-			})
-			out = append(out, r)
-			return err
-		})
-	})
-	return out, err
 }

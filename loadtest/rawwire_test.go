@@ -34,7 +34,7 @@ func TestRawPopReplyRoundTrip(t *testing.T) {
 	}
 	reply, n := wire.PopReply(msgs, 0)
 	require.Equal(t, len(msgs), n)
-	got, err := parsePopReply(reply, nil)
+	got, err := comb.DecodePopReply(reply, "q", nil)
 	require.NoError(t, err)
 	require.Len(t, got, len(msgs))
 	for i, m := range msgs {
@@ -46,16 +46,16 @@ func TestRawPopReplyRoundTrip(t *testing.T) {
 		require.Equal(t, m.Data, got[i].Data, "message %d byte for byte", i)
 	}
 
-	empty, err := parsePopReply([]byte(`{"messages":[]}`), nil)
+	empty, err := comb.DecodePopReply([]byte(`{"messages":[]}`), "q", nil)
 	require.NoError(t, err)
 	require.Empty(t, empty)
 	// Fields the loader does not know are skipped, as encoding/json would.
-	extra, err := parsePopReply([]byte(` { "next" : {"a":[1,2]}, "messages" : [ {"partition":"p","offset":1,"data":"x","future":[{}]} ] , "z":null } `), nil)
+	extra, err := comb.DecodePopReply([]byte(` { "next" : {"a":[1,2]}, "messages" : [ {"partition":"p","offset":1,"data":"x","future":[{}]} ] , "z":null } `), "q", nil)
 	require.NoError(t, err)
 	require.Equal(t, []byte(`"x"`), extra[0].Data)
 
 	for _, bad := range []string{``, `{`, `{"messages":[{"partition":"p"`, `{"messages":[{"offset":x}]}`, `{"messages":[{"data_b64":"%%"}]}`, `[]`} {
-		_, err := parsePopReply([]byte(bad), nil)
+		_, err := comb.DecodePopReply([]byte(bad), "q", nil)
 		require.Error(t, err, "%q", bad)
 	}
 }
@@ -63,7 +63,7 @@ func TestRawPopReplyRoundTrip(t *testing.T) {
 func TestRawAckReply(t *testing.T) {
 	t.Parallel()
 	reply := wire.AckReply([]domain.AckResult{{OK: true}, {OK: false, Error: `lease "l-1" expired`}, {OK: true}})
-	got, err := parseAckReply(reply)
+	got, err := comb.DecodeAckReply(reply)
 	require.NoError(t, err)
 	require.Equal(t, []comb.AckResult{{OK: true}, {OK: false, Error: `lease "l-1" expired`}, {OK: true}}, got)
 }
@@ -159,49 +159,6 @@ func TestRawRequestsDecode(t *testing.T) {
 	require.EqualValues(t, 2, p.Params.Partitions)
 	require.True(t, p.Params.AutoAck)
 	require.Equal(t, 2*time.Second, p.Wait)
-}
-
-// FuzzParsePopReply checks that the scanner never panics or loops, and
-// that what it accepts from a reply encoding/json also reads agrees on
-// the messages' positions.
-func FuzzParsePopReply(f *testing.F) {
-	h := header{Run: 1}
-	reply, _ := wire.PopReply([]domain.Message{
-		{Partition: "p1", Offset: 1, Lease: "l", Attempt: 1, Data: encodePayload(nil, EncodingJSON, 64, &h)},
-		{Partition: "p\"2", Offset: 2, Attempt: 1, Data: []byte{0xff, 0}},
-	}, 0)
-	f.Add(reply)
-	f.Add([]byte(`{"messages":[]}`))
-	f.Add([]byte(`{"messages":[{"data":{"a":["]",{}]}}]}`))
-	f.Add([]byte(`{"messages":[{"partition":"\u00e9\"","offset":-1}]}`))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		got, err := parsePopReply(b, nil)
-		if err != nil {
-			return
-		}
-		var std struct {
-			Messages []struct {
-				Partition string `json:"partition"`
-				Offset    int64  `json:"offset"`
-			} `json:"messages"`
-		}
-		if json.Unmarshal(b, &std) != nil {
-			return // the scanner is lenient where it skips; fine
-		}
-		for _, k := range []string{`"messages"`, `"partition"`, `"offset"`} {
-			if bytes.Count(bytes.ToLower(b), []byte(k)) != bytes.Count(b, []byte(k)) {
-				return // encoding/json matches keys in any case; the bridge writes them in one
-			}
-		}
-		if len(std.Messages) != len(got) {
-			t.Fatalf("%d messages, encoding/json reads %d", len(got), len(std.Messages))
-		}
-		for i := range got {
-			if got[i].Partition != std.Messages[i].Partition || got[i].Offset != std.Messages[i].Offset {
-				t.Fatalf("message %d: %q/%d, encoding/json reads %q/%d", i, got[i].Partition, got[i].Offset, std.Messages[i].Partition, std.Messages[i].Offset)
-			}
-		}
-	})
 }
 
 // The raw client against protocol's types: what it writes must decode with
@@ -397,7 +354,7 @@ func checkRawReplies(t *testing.T, c rawReplyCase) {
 	require.NoError(t, err)
 	var std protocol.PopReply
 	require.NoError(t, json.Unmarshal(b, &std))
-	got, err := parsePopReply(b, nil)
+	got, err := comb.DecodePopReply(b, "q", nil)
 	require.NoError(t, err, "%s", b)
 	require.Len(t, got, len(std.Messages))
 	for i, m := range std.Messages {
@@ -416,7 +373,7 @@ func checkRawReplies(t *testing.T, c rawReplyCase) {
 	require.NoError(t, err)
 	var stdAck protocol.AckReply
 	require.NoError(t, json.Unmarshal(b, &stdAck))
-	acks, err := parseAckReply(b)
+	acks, err := comb.DecodeAckReply(b)
 	require.NoError(t, err, "%s", b)
 	require.Len(t, acks, len(stdAck.Results))
 	for i, r := range stdAck.Results {
@@ -462,7 +419,7 @@ func rawReplyCases() []rawReplyCase {
 	}
 }
 
-// TestRawRepliesMatchProtocol holds the raw client's reply scanner against
+// TestRawRepliesMatchProtocol holds the raw client's reply readers against
 // encoding/json and protocol's reply types.
 func TestRawRepliesMatchProtocol(t *testing.T) {
 	t.Parallel()
@@ -471,7 +428,7 @@ func TestRawRepliesMatchProtocol(t *testing.T) {
 	}
 }
 
-// FuzzRawWireReplies holds the raw client's reply scanner against
+// FuzzRawWireReplies holds the raw client's reply readers against
 // encoding/json for any replies json.Marshal makes of protocol's pop, ack
 // and push replies.
 func FuzzRawWireReplies(f *testing.F) {

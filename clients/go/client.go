@@ -85,14 +85,18 @@ func (c *Client) Push(ctx context.Context, queue string, msgs []Message) ([]Push
 		m.Headers = c.inject(ctx, m.Headers)
 		req.Messages[i] = pushMessage(m)
 	}
-	var rep protocol.PushReply
-	if err := c.request(ctx, protocol.VerbPush, queue, req, nil, 0, &rep); err != nil {
+	var reply []byte
+	if err := c.request(ctx, protocol.VerbPush, queue, req, nil, 0, &reply); err != nil {
 		return nil, err
 	}
-	if len(rep.Results) != len(msgs) {
-		return nil, fmt.Errorf("comb: push %s: %d results for %d messages", queue, len(rep.Results), len(msgs))
+	res, err := decodePushReply(reply)
+	if err != nil {
+		return nil, fmt.Errorf("comb: push %s: %w", queue, err)
 	}
-	return rep.Results, nil
+	if len(res) != len(msgs) {
+		return nil, fmt.Errorf("comb: push %s: %d results for %d messages", queue, len(res), len(msgs))
+	}
+	return res, nil
 }
 
 // Put appends one message. Its bytes travel as the request body unchanged,
@@ -125,14 +129,18 @@ func (c *Client) Put(ctx context.Context, queue string, data []byte, opts PutOpt
 	if !opts.NotBefore.IsZero() {
 		set(protocol.HeaderNotBefore, opts.NotBefore.UTC().Format(time.RFC3339Nano))
 	}
-	var rep protocol.PushReply
-	if err := c.request(ctx, protocol.VerbPut, queue, rawBody(data), hdr, 0, &rep); err != nil {
+	var reply []byte
+	if err := c.request(ctx, protocol.VerbPut, queue, rawBody(data), hdr, 0, &reply); err != nil {
 		return PushResult{}, err
 	}
-	if len(rep.Results) != 1 {
-		return PushResult{}, fmt.Errorf("comb: put %s: %d results for 1 message", queue, len(rep.Results))
+	res, err := decodePushReply(reply)
+	if err != nil {
+		return PushResult{}, fmt.Errorf("comb: put %s: %w", queue, err)
 	}
-	return rep.Results[0], nil
+	if len(res) != 1 {
+		return PushResult{}, fmt.Errorf("comb: put %s: %d results for 1 message", queue, len(res))
+	}
+	return res[0], nil
 }
 
 // Pop leases the next messages of a queue for a consumer group. It returns
@@ -158,32 +166,17 @@ func (c *Client) PopNamespace(ctx context.Context, namespace string, opts PopOpt
 // pop is Pop and PopNamespace: a pop of one queue names no queue in its
 // messages, so they get the queue popped.
 func (c *Client) pop(ctx context.Context, verb, queue string, opts PopOptions) ([]Delivery, error) {
-	req := protocol.PopRequest{
-		Group:      opts.Group,
-		Partition:  opts.Partition,
-		Max:        optInt(opts.Max),
-		Partitions: optInt(opts.Partitions),
-		WaitMS:     durationMS(opts.Wait),
-		LeaseMS:    durationMS(opts.Lease),
-		AutoAck:    opts.AutoAck,
-		From:       opts.From,
-	}
-	var rep protocol.PopReply
-	if err := c.request(ctx, verb, queue, req, nil, opts.Wait, &rep); err != nil {
+	var reply []byte
+	if err := c.request(ctx, verb, queue, rawBody(appendPopRequest(make([]byte, 0, 128), opts)), nil, opts.Wait, &reply); err != nil {
 		return nil, err
 	}
-	out := make([]Delivery, len(rep.Messages))
-	for i, m := range rep.Messages {
-		d, err := delivery(m)
-		if err != nil {
-			return nil, fmt.Errorf("comb: %s %s: message %s/%d: %w", verb, queue, m.Partition, m.Offset, err)
-		}
-		if verb == protocol.VerbPop {
-			d.Queue = queue
-		} else if d.Queue == "" {
-			return nil, fmt.Errorf("comb: %s %s: message %s/%d names no queue", verb, queue, m.Partition, m.Offset)
-		}
-		out[i] = d
+	q := queue
+	if verb != protocol.VerbPop {
+		q = "" // each message names its queue
+	}
+	out, err := DecodePopReply(reply, q, nil)
+	if err != nil {
+		return nil, fmt.Errorf("comb: %s %s: %w", verb, queue, err)
 	}
 	return out, nil
 }
@@ -196,20 +189,16 @@ func (c *Client) Ack(ctx context.Context, queue, group string, acks []Ack) ([]Ac
 	if len(acks) == 0 {
 		return nil, nil
 	}
-	req := protocol.AckRequest{Group: group, Acks: make([]protocol.Ack, len(acks))}
-	for i, a := range acks {
-		req.Acks[i] = wireAck(a)
-	}
-	var rep protocol.AckReply
-	if err := c.request(ctx, protocol.VerbAck, queue, req, nil, 0, &rep); err != nil {
+	var reply []byte
+	if err := c.request(ctx, protocol.VerbAck, queue, rawBody(appendAckRequest(make([]byte, 0, 64+96*len(acks)), group, acks)), nil, 0, &reply); err != nil {
 		return nil, err
 	}
-	if len(rep.Results) != len(acks) {
-		return nil, fmt.Errorf("comb: ack %s: %d results for %d acks", queue, len(rep.Results), len(acks))
+	out, err := DecodeAckReply(reply)
+	if err != nil {
+		return nil, fmt.Errorf("comb: ack %s: %w", queue, err)
 	}
-	out := make([]AckResult, len(rep.Results))
-	for i, r := range rep.Results {
-		out[i] = AckResult(r)
+	if len(out) != len(acks) {
+		return nil, fmt.Errorf("comb: ack %s: %d results for %d acks", queue, len(out), len(acks))
 	}
 	return out, nil
 }
@@ -246,22 +235,21 @@ func (c *Client) Txn(ctx context.Context, acks []TxnAck, pushes []TxnPush) (TxnR
 		}
 		req.Push = append(req.Push, w)
 	}
-	var rep protocol.TxnReply
-	if err := c.request(ctx, protocol.VerbTxn, "", req, nil, 0, &rep); err != nil {
+	var reply []byte
+	if err := c.request(ctx, protocol.VerbTxn, "", req, nil, 0, &reply); err != nil {
 		return TxnResult{}, err
 	}
-	if len(rep.Acks) != len(acks) || len(rep.Push) != len(pushes) {
-		return TxnResult{}, fmt.Errorf("comb: txn: %d ack and %d push results for %d acks and %d pushes", len(rep.Acks), len(rep.Push), len(acks), len(pushes))
+	out, err := DecodeTxnReply(reply)
+	if err != nil {
+		return TxnResult{}, fmt.Errorf("comb: txn: %w", err)
 	}
-	out := TxnResult{Acks: make([]AckResult, len(rep.Acks)), Push: make([][]PushResult, len(rep.Push))}
-	for i, r := range rep.Acks {
-		out.Acks[i] = AckResult(r)
+	if len(out.Acks) != len(acks) || len(out.Push) != len(pushes) {
+		return TxnResult{}, fmt.Errorf("comb: txn: %d ack and %d push results for %d acks and %d pushes", len(out.Acks), len(out.Push), len(acks), len(pushes))
 	}
-	for i, r := range rep.Push {
-		if len(r.Results) != len(pushes[i].Messages) {
-			return TxnResult{}, fmt.Errorf("comb: txn: push %d: %d results for %d messages", i, len(r.Results), len(pushes[i].Messages))
+	for i, r := range out.Push {
+		if len(r) != len(pushes[i].Messages) {
+			return TxnResult{}, fmt.Errorf("comb: txn: push %d: %d results for %d messages", i, len(r), len(pushes[i].Messages))
 		}
-		out.Push[i] = r.Results
 	}
 	return out, nil
 }
@@ -410,14 +398,20 @@ func (c *Client) Purge(ctx context.Context, queue string, dlqIDs []string) (int,
 type rawBody []byte
 
 // request sends one request on protocol.Subject(prefix, verb, queue) and
-// decodes the reply into out (unless out is nil). extra lengthens the
+// decodes the reply into out with encoding/json, unless out is nil or a
+// *[]byte, which gets the reply's body. extra lengthens the
 // timeout by a pop's long-poll time.
 func (c *Client) request(ctx context.Context, verb, queue string, body any, hdr nats.Header, extra time.Duration, out any) error {
-	op := verb
+	// op names the request in errors, built only for one.
+	op := func() string {
+		if protocol.TakesQueue(verb) {
+			return verb + " " + queue
+		}
+		return verb
+	}
 	if protocol.TakesQueue(verb) {
-		op = verb + " " + queue
 		if err := checkQueue(queue); err != nil {
-			return fmt.Errorf("comb: %s: %w", op, err)
+			return fmt.Errorf("comb: %s: %w", op(), err)
 		}
 	}
 	subject := protocol.Subject(c.prefix, verb, queue)
@@ -426,33 +420,48 @@ func (c *Client) request(ctx context.Context, verb, queue string, body any, hdr 
 	msg.Header = hdr
 	data, err := encodeBody(body)
 	if err != nil {
-		return fmt.Errorf("comb: %s: encode request: %w", op, err)
+		return fmt.Errorf("comb: %s: encode request: %w", op(), err)
 	}
 	msg.Data = data
 
 	timeout := c.timeout + extra
-	rctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	reply, err := c.nc.RequestMsgWithContext(rctx, msg)
+	var reply *nats.Msg
+	if ctx.Done() == nil {
+		// A context that never ends (context.Background()): nats' own
+		// timer, without a context of our own, which costs four
+		// allocations a request.
+		reply, err = c.nc.RequestMsg(msg, timeout)
+	} else {
+		rctx, cancel := context.WithTimeout(ctx, timeout)
+		reply, err = c.nc.RequestMsgWithContext(rctx, msg)
+		cancel()
+	}
 	if err != nil {
 		switch {
 		case errors.Is(err, nats.ErrNoResponders):
-			return fmt.Errorf("comb: %s: no Comb service listens on %s: %w", op, subject, err)
+			return fmt.Errorf("comb: %s: no Comb service listens on %s: %w", op(), subject, err)
+		case errors.Is(err, nats.ErrTimeout):
+			return fmt.Errorf("comb: %s: no reply within %s: %w", op(), timeout, err)
 		case ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
 			// Our own timeout, not the caller's: say so in nats' terms.
-			return fmt.Errorf("comb: %s: no reply within %s: %w", op, timeout, nats.ErrTimeout)
+			return fmt.Errorf("comb: %s: no reply within %s: %w", op(), timeout, nats.ErrTimeout)
 		default:
-			return fmt.Errorf("comb: %s: %w", op, err)
+			return fmt.Errorf("comb: %s: %w", op(), err)
 		}
 	}
 	if code := reply.Header.Get(protocol.HeaderErrorCode); code != "" {
-		return fmt.Errorf("comb: %s: %w", op, replyError(code, reply))
+		return fmt.Errorf("comb: %s: %w", op(), replyError(code, reply))
 	}
-	if out == nil {
+	switch o := out.(type) {
+	case nil:
+		return nil
+	case *[]byte:
+		// The verb decodes it (wire.go).
+		*o = reply.Data
 		return nil
 	}
 	if err := json.Unmarshal(reply.Data, out); err != nil {
-		return fmt.Errorf("comb: %s: decode reply: %w", op, err)
+		return fmt.Errorf("comb: %s: decode reply: %w", op(), err)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/combmq/comb/domain"
+	"github.com/combmq/comb/internal/handjson"
 	"github.com/combmq/comb/protocol"
 )
 
@@ -16,69 +17,6 @@ import (
 // (and so change) message bytes held as json.RawMessage, and a pop carries
 // up to thousands of messages, so the encoders avoid reflection and
 // allocate once per reply.
-
-// safeASCII[c] is true when ASCII byte c may appear unescaped in a JSON
-// string.
-var safeASCII = func() (t [utf8.RuneSelf]bool) {
-	for c := 0x20; c < utf8.RuneSelf; c++ {
-		t[c] = c != '"' && c != '\\'
-	}
-	return t
-}()
-
-const hexDigits = "0123456789abcdef"
-
-// AppendString appends s to b as a JSON string. Like encoding/json, it
-// escapes '"', '\\' and control characters, writes invalid UTF-8 as
-// U+FFFD, and escapes U+2028 and U+2029 so the output is also valid
-// JavaScript. Unlike strconv.AppendQuote, its output is always valid JSON.
-func AppendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if safeASCII[c] {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
 
 // IsJSONData reports whether message bytes can be written as "data": the
 // bytes are one valid JSON value, valid UTF-8, with no space around it (a
@@ -188,20 +126,20 @@ func appendMessage(b []byte, m *domain.Message, last *timeSpan) []byte {
 	b = append(b, '{')
 	if m.Queue != "" {
 		b = append(b, `"queue":`...)
-		b = AppendString(b, m.Queue)
+		b = handjson.AppendString(b, m.Queue)
 		b = append(b, ',')
 	}
 	b = append(b, `"partition":`...)
-	b = AppendString(b, m.Partition)
+	b = handjson.AppendString(b, m.Partition)
 	b = append(b, `,"offset":`...)
 	b = strconv.AppendInt(b, m.Offset, 10)
 	if m.ID != "" {
 		b = append(b, `,"id":`...)
-		b = AppendString(b, m.ID)
+		b = handjson.AppendString(b, m.ID)
 	}
 	if m.Lease != "" {
 		b = append(b, `,"lease":`...)
-		b = AppendString(b, m.Lease)
+		b = handjson.AppendString(b, m.Lease)
 	}
 	b = append(b, `,"attempt":`...)
 	b = strconv.AppendInt(b, int64(m.Attempt), 10)
@@ -259,13 +197,13 @@ func PushReply(results []domain.PushResult) []byte {
 			b = append(b, ',')
 		}
 		b = append(b, `{"partition":`...)
-		b = AppendString(b, r.Partition)
+		b = handjson.AppendString(b, r.Partition)
 		if r.Status != domain.Spooled { // a spooled message has no offset yet
 			b = append(b, `,"offset":`...)
 			b = strconv.AppendInt(b, r.Offset, 10)
 		}
 		b = append(b, `,"status":`...)
-		b = AppendString(b, pushStatus(r.Status))
+		b = handjson.AppendString(b, pushStatus(r.Status))
 		b = append(b, '}')
 	}
 	return append(b, "]}"...)
@@ -284,7 +222,7 @@ func AckReply(results []domain.AckResult) []byte {
 			continue
 		}
 		b = append(b, `{"ok":false,"error":`...)
-		b = AppendString(b, results[i].Error)
+		b = handjson.AppendString(b, results[i].Error)
 		b = append(b, '}')
 	}
 	return append(b, "]}"...)
@@ -301,13 +239,13 @@ func RenewReply(results []domain.RenewResult) []byte {
 			b = append(b, ',')
 		}
 		b = append(b, `{"lease":`...)
-		b = AppendString(b, r.Lease)
+		b = handjson.AppendString(b, r.Lease)
 		if r.OK {
 			b = append(b, `,"ok":true,"expires_at":`...)
 			b = AppendTime(b, r.ExpiresAt)
 		} else {
 			b = append(b, `,"ok":false,"error":`...)
-			b = AppendString(b, r.Error)
+			b = handjson.AppendString(b, r.Error)
 		}
 		b = append(b, '}')
 	}
@@ -351,30 +289,30 @@ func DLQReply(dls []domain.DeadLetter, next string, limit int) ([]byte, int) {
 		}
 	}
 	b = append(b, `],"next":`...)
-	b = AppendString(b, next)
+	b = handjson.AppendString(b, next)
 	return append(b, '}'), n
 }
 
 func appendDeadLetter(b []byte, d *domain.DeadLetter) []byte {
 	b = append(b, `{"dlq_id":`...)
-	b = AppendString(b, d.DLQID)
+	b = handjson.AppendString(b, d.DLQID)
 	b = append(b, `,"group":`...)
-	b = AppendString(b, d.Group)
+	b = handjson.AppendString(b, d.Group)
 	b = append(b, `,"partition":`...)
-	b = AppendString(b, d.Partition)
+	b = handjson.AppendString(b, d.Partition)
 	b = append(b, `,"offset":`...)
 	b = strconv.AppendInt(b, d.Offset, 10)
 	if d.ID != "" {
 		b = append(b, `,"id":`...)
-		b = AppendString(b, d.ID)
+		b = handjson.AppendString(b, d.ID)
 	}
 	b = append(b, `,"attempts":`...)
 	b = strconv.AppendInt(b, int64(d.Attempts), 10)
 	b = append(b, `,"reason":`...)
-	b = AppendString(b, d.Reason)
+	b = handjson.AppendString(b, d.Reason)
 	if d.Error != "" {
 		b = append(b, `,"error":`...)
-		b = AppendString(b, d.Error)
+		b = handjson.AppendString(b, d.Error)
 	}
 	b = append(b, `,"dead_at":`...)
 	b = AppendTime(b, d.DeadAt)
@@ -456,14 +394,14 @@ func MessageSize(m *domain.Message) int {
 	return n
 }
 
-// stringLen returns len(AppendString(nil, s)).
+// stringLen returns len(handjson.AppendString(nil, s)).
 func stringLen(s string) int {
 	n := 2
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
 			switch {
-			case safeASCII[c]:
+			case handjson.SafeASCII[c]:
 				n++
 			case c == '"', c == '\\', c == '\n', c == '\r', c == '\t':
 				n += 2
@@ -511,12 +449,12 @@ func PeekReply(page domain.PeekPage, limit int) ([]byte, int) {
 			b = append(b, ',')
 		}
 		b = append(b, `{"partition":`...)
-		b = AppendString(b, m.Partition)
+		b = handjson.AppendString(b, m.Partition)
 		b = append(b, `,"offset":`...)
 		b = strconv.AppendInt(b, m.Offset, 10)
 		if m.ID != "" {
 			b = append(b, `,"id":`...)
-			b = AppendString(b, m.ID)
+			b = handjson.AppendString(b, m.ID)
 		}
 		b = append(b, `,"created_at":`...)
 		b = AppendTime(b, m.CreatedAt)

@@ -54,21 +54,6 @@ func decodePopReply(t testing.TB, b []byte) []replyMessage {
 	return r.Messages
 }
 
-func TestAppendString(t *testing.T) {
-	t.Parallel()
-	for _, s := range []string{"", "plain", `q"b\s/`, "\x00\x01\x1f\x7f", "\n\r\t\b\f", "caf\u00e9 日本 👍",
-		"\u2028\u2029", "bad\xff\xfeutf8", "<html>&amp;", "\xed\xa0\x80"} {
-		got := AppendString(nil, s)
-		require.True(t, json.Valid(got), "%q -> %s", s, got)
-		var back, want string
-		require.NoError(t, json.Unmarshal(got, &back))
-		std, _ := json.Marshal(s)
-		require.NoError(t, json.Unmarshal(std, &want))
-		require.Equal(t, want, back, "%q", s)
-	}
-	require.Equal(t, `"a\"b\\c\n\u0001\u2028"`, string(AppendString(nil, "a\"b\\c\n\x01\u2028")))
-}
-
 func TestIsJSONData(t *testing.T) {
 	t.Parallel()
 	yes := []string{`{}`, `{"a": 1}`, `[1, 2]`, `"s"`, `1`, `-1.5e3`, `true`, `null`, `"caf\u00e9"`, `"é"`}

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/combmq/comb/domain"
+	"github.com/combmq/comb/internal/handjson"
 	"github.com/combmq/comb/protocol"
 )
 
@@ -93,13 +94,13 @@ func CanonicalHeaders(h map[string]protocol.HeaderValues) (domain.Headers, error
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = AppendString(b, name)
+		b = handjson.AppendString(b, name)
 		b = append(b, ":["...)
 		for j, v := range h[name] {
 			if j > 0 {
 				b = append(b, ',')
 			}
-			b = AppendString(b, v)
+			b = handjson.AppendString(b, v)
 		}
 		b = append(b, ']')
 	}

@@ -162,8 +162,8 @@ func checkStrings(body []byte) error {
 	if utf8.Valid(body) && !mayHaveSurrogate(body) {
 		return nil
 	}
-	p := pushParser{b: body}
-	p.ws()
+	p := newPushParser(body)
+	p.WS()
 	err := p.walkStrings("")
 	if we, ok := protocol.AsError(err); ok && strings.HasPrefix(we.Message, "@") {
 		return badRequest("%s", we.Message[1:])
@@ -187,46 +187,46 @@ func mayHaveSurrogate(b []byte) bool {
 	}
 }
 
-// walkStrings walks the value at p.i and returns, for the first string
+// walkStrings walks the value at p.I and returns, for the first string
 // whose value is not its bytes, a 400 whose message starts with "@" (so the
 // caller can tell it from a syntax error): "acks[2].partition: invalid
 // UTF-8 at byte 31".
 func (p *pushParser) walkStrings(path string) error {
-	if p.i >= len(p.b) {
-		return p.eof()
+	if p.I >= len(p.B) {
+		return p.EOF()
 	}
-	switch p.b[p.i] {
+	switch p.B[p.I] {
 	case '{':
-		return p.object(func(key []byte) error {
-			p.ws()
+		return p.Object(func(key []byte) error {
+			p.WS()
 			return p.walkStrings(joinPath(path, string(key)))
 		})
 	case '[':
-		p.i++
+		p.I++
 		for n := 0; ; n++ {
-			p.ws()
-			if n == 0 && p.i < len(p.b) && p.b[p.i] == ']' {
-				p.i++
+			p.WS()
+			if n == 0 && p.I < len(p.B) && p.B[p.I] == ']' {
+				p.I++
 				return nil
 			}
 			if err := p.walkStrings(path + "[" + strconv.Itoa(n) + "]"); err != nil {
 				return err
 			}
-			if done, err := p.sep(']', "after array element"); err != nil || done {
+			if done, err := p.Sep(']', "after array element"); err != nil || done {
 				return err
 			}
 		}
 	case '"':
-		if _, err := p.str(); err != nil {
+		if _, err := p.Str(); err != nil {
 			return err
 		}
-		if p.bad != nil {
+		if p.Bad != nil {
 			if path == "" {
 				path = "request body"
 			}
-			return badRequest("@%s: %s at byte %d", path, p.bad.what, p.bad.at)
+			return badRequest("@%s: %s at byte %d", path, p.Bad.What, p.Bad.At)
 		}
 		return nil
 	}
-	return p.value(1)
+	return p.Value(1)
 }

@@ -28,15 +28,15 @@ func DecodeTxn(body []byte, lim Limits) (domain.TxnParams, error) {
 	if err := lim.checkRequest(body); err != nil {
 		return out, err
 	}
-	p := pushParser{b: body}
-	p.ws()
-	if p.i < len(p.b) && p.b[p.i] != '{' {
+	p := newPushParser(body)
+	p.WS()
+	if p.I < len(p.B) && p.B[p.I] != '{' {
 		return out, badRequest("request body must be a JSON object")
 	}
 	var acks [][]byte
 	var pushes []rawPush
-	if p.i < len(p.b) {
-		err := p.object(func(key []byte) error {
+	if p.I < len(p.B) {
+		err := p.Object(func(key []byte) error {
 			var err error
 			switch {
 			case fieldIs(key, "acks"):
@@ -51,9 +51,9 @@ func DecodeTxn(body []byte, lim Limits) (domain.TxnParams, error) {
 		if err != nil {
 			return out, err
 		}
-		p.ws()
-		if p.i != len(p.b) {
-			return out, badRequest("malformed JSON: unexpected data after the object at byte %d", p.i)
+		p.WS()
+		if p.I != len(p.B) {
+			return out, badRequest("malformed JSON: unexpected data after the object at byte %d", p.I)
 		}
 	}
 	if len(acks) == 0 && len(pushes) == 0 {
@@ -133,7 +133,7 @@ func decodeTxnAck(i int, raw []byte) (domain.TxnAck, error) {
 // its errors ("acks[1].offset: expected …", "acks[1]: unknown field …").
 func decodeAt(where string, raw []byte, v any) error {
 	if !utf8.Valid(raw) || mayHaveSurrogate(raw) {
-		p := pushParser{b: raw}
+		p := newPushParser(raw)
 		if we, ok := protocol.AsError(p.walkStrings(where)); ok && strings.HasPrefix(we.Message, "@") {
 			return badRequest("%s", we.Message[1:])
 		}
@@ -152,31 +152,31 @@ type rawPush struct {
 	msgs  []rawMessage
 }
 
-// elements returns the raw JSON of each element of the array at p.i (nil
+// elements returns the raw JSON of each element of the array at p.I (nil
 // for null), each checked to be well-formed.
 func (p *pushParser) elements(field string) ([][]byte, error) {
-	p.ws()
-	if p.literal("null") {
+	p.WS()
+	if p.Literal("null") {
 		return nil, nil
 	}
-	if p.i >= len(p.b) || p.b[p.i] != '[' {
-		return nil, p.typeError(field, "an array")
+	if p.I >= len(p.B) || p.B[p.I] != '[' {
+		return nil, p.TypeError(field, "an array")
 	}
-	p.i++
-	p.ws()
-	if p.i < len(p.b) && p.b[p.i] == ']' {
-		p.i++
+	p.I++
+	p.WS()
+	if p.I < len(p.B) && p.B[p.I] == ']' {
+		p.I++
 		return nil, nil
 	}
 	var out [][]byte
 	for {
-		p.ws()
-		start := p.i
-		if err := p.value(1); err != nil {
+		p.WS()
+		start := p.I
+		if err := p.Value(1); err != nil {
 			return nil, err
 		}
-		out = append(out, p.b[start:p.i:p.i])
-		done, err := p.sep(']', "after array element")
+		out = append(out, p.B[start:p.I:p.I])
+		done, err := p.Sep(']', "after array element")
 		if err != nil {
 			return nil, err
 		}
@@ -188,42 +188,42 @@ func (p *pushParser) elements(field string) ([][]byte, error) {
 
 // pushes parses the array of a transaction's pushes.
 func (p *pushParser) pushes() ([]rawPush, error) {
-	p.ws()
-	if p.literal("null") {
+	p.WS()
+	if p.Literal("null") {
 		return nil, nil
 	}
-	if p.i >= len(p.b) || p.b[p.i] != '[' {
-		return nil, p.typeError("push", "an array")
+	if p.I >= len(p.B) || p.B[p.I] != '[' {
+		return nil, p.TypeError("push", "an array")
 	}
-	p.i++
-	p.ws()
-	if p.i < len(p.b) && p.b[p.i] == ']' {
-		p.i++
+	p.I++
+	p.WS()
+	if p.I < len(p.B) && p.B[p.I] == ']' {
+		p.I++
 		return nil, nil
 	}
 	var out []rawPush
 	for n := 0; ; n++ {
 		where := "push[" + strconv.Itoa(n) + "]"
 		var ps rawPush
-		p.ws()
+		p.WS()
 		switch {
-		case p.literal("null"):
-		case p.i >= len(p.b) || p.b[p.i] != '{':
-			return nil, p.typeError(where, "an object")
+		case p.Literal("null"):
+		case p.I >= len(p.B) || p.B[p.I] != '{':
+			return nil, p.TypeError(where, "an object")
 		default:
-			err := p.object(func(key []byte) error {
+			err := p.Object(func(key []byte) error {
 				switch {
 				case fieldIs(key, "queue"):
-					p.ws()
-					if p.literal("null") {
+					p.WS()
+					if p.Literal("null") {
 						return nil
 					}
-					if p.i >= len(p.b) || p.b[p.i] != '"' {
-						return p.typeError(where+".queue", "a string")
+					if p.I >= len(p.B) || p.B[p.I] != '"' {
+						return p.TypeError(where+".queue", "a string")
 					}
-					s, err := p.str()
-					if err == nil && p.bad != nil {
-						return badRequest("%s.queue: %s at byte %d", where, p.bad.what, p.bad.at)
+					s, err := p.Str()
+					if err == nil && p.Bad != nil {
+						return badRequest("%s.queue: %s at byte %d", where, p.Bad.What, p.Bad.At)
 					}
 					ps.queue = s
 					return err
@@ -242,7 +242,7 @@ func (p *pushParser) pushes() ([]rawPush, error) {
 			}
 		}
 		out = append(out, ps)
-		done, err := p.sep(']', "after array element")
+		done, err := p.Sep(']', "after array element")
 		if err != nil {
 			return nil, err
 		}
