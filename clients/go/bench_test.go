@@ -2,6 +2,7 @@ package comb_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,6 +27,15 @@ func BenchmarkClientPut(b *testing.B) {
 	c, data := comb.New(nc), make([]byte, 256)
 	combtest.BenchClient(b, nc, "comb.put.q", data, nats.Header{comb.HeaderPartition: {"p"}}, "client", func() error {
 		_, err := c.Put(context.Background(), "q", data, comb.PutOptions{Partition: "p"})
+		return err
+	})
+}
+
+func BenchmarkClientPush(b *testing.B) {
+	nc := combtest.Canned(b, combtest.CannedReply)
+	c, data := comb.New(nc), []byte(`"`+strings.Repeat("x", 254)+`"`)
+	combtest.BenchClient(b, nc, "comb.push.q", []byte(`{"messages":[{"partition":"p","data":`+string(data)+`}]}`), nil, "client", func() error {
+		_, err := c.Push(context.Background(), "q", []comb.Message{{Partition: "p", Data: data}})
 		return err
 	})
 }

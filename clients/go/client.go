@@ -80,13 +80,9 @@ func (c *Client) Push(ctx context.Context, queue string, msgs []Message) ([]Push
 	if len(msgs) == 0 {
 		return nil, nil
 	}
-	req := protocol.PushRequest{Messages: make([]protocol.PushMessage, len(msgs))}
-	for i, m := range msgs {
-		m.Headers = c.inject(ctx, m.Headers)
-		req.Messages[i] = pushMessage(m)
-	}
+	body := appendPushRequest(make([]byte, 0, pushRequestSize(msgs)), msgs, func(h nats.Header) nats.Header { return c.inject(ctx, h) })
 	var reply []byte
-	if err := c.request(ctx, protocol.VerbPush, queue, req, nil, 0, &reply); err != nil {
+	if err := c.request(ctx, protocol.VerbPush, queue, rawBody(body), nil, 0, &reply); err != nil {
 		return nil, err
 	}
 	res, err := decodePushReply(reply)

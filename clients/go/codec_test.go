@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/combmq/comb/domain"
@@ -265,4 +266,28 @@ func BenchmarkDecodePopReply(b *testing.B) {
 			})
 		}
 	}
+}
+
+// FuzzPushRequestMatchesEncodingJSON holds the hand-written push body to
+// encoding/json's encoding of the messages' protocol forms.
+func FuzzPushRequestMatchesEncodingJSON(f *testing.F) {
+	f.Add("p", "id-1", []byte(`{"sku":42}`), "Trace", "a", "b", int64(0), int64(0))
+	f.Add("", "", []byte(`{"sku": 42}`), "", "", "", int64(250), int64(1764806400123456789))
+	f.Add("é\x00", "\xff", []byte("\xff\xfe"), "K\u2028", "\x01", "", int64(-1), int64(-5))
+	f.Add("p", "", []byte{}, "a", "", "", int64(1), int64(1))
+	f.Add("p", "", []byte(`"a b"`), "z", "y", "x", int64(0), int64(0))
+	f.Fuzz(func(t *testing.T, partition, id string, data []byte, hk, hv1, hv2 string, delayMS, notBefore int64) {
+		m := Message{Partition: partition, ID: id, Data: data, Delay: time.Duration(delayMS) * time.Millisecond}
+		if notBefore != 0 {
+			m.NotBefore = time.Unix(0, notBefore).In(time.FixedZone("x", 3600))
+		}
+		if hk != "" {
+			m.Headers = map[string][]string{hk: {hv1, hv2}, hk + "2": {hv1}, "-": nil}
+		}
+		msgs := []Message{m, {Data: []byte(`1`)}}
+		ref, err := encodeBody(protocol.PushRequest{Messages: []protocol.PushMessage{pushMessage(msgs[0]), pushMessage(msgs[1])}})
+		require.NoError(t, err)
+		got := appendPushRequest(nil, msgs, func(h nats.Header) nats.Header { return h })
+		requireSameJSON[protocol.PushRequest](t, ref, got, plain(partition, id, hk, hv1, hv2))
+	})
 }

@@ -6,10 +6,15 @@
 // and decodes the JSON reply. The subjects, headers, codes and the JSON
 // shapes of every request and reply live in the package
 // github.com/combmq/comb/protocol, which this client encodes and decodes
-// with encoding/json; the types here that are exactly a wire shape (Config,
-// Info, PushResult, …) are aliases of protocol's, and the rest (Message,
-// Delivery, Ack, …) are converted to and from it. docs/protocol.md in the
-// repository is the full description, with nats CLI examples.
+// with encoding/json, except on the hot verbs: pop and ack bodies are
+// written by hand, and the replies of push, put, pop, ack and txn are read
+// by a hand-written reader that falls back to encoding/json on anything
+// the broker would not write (DecodePopReply and its kin, which programs
+// that send their own requests may use too). The types here that are
+// exactly a wire shape (Config, Info, PushResult, …) are aliases of
+// protocol's, and the rest (Message, Delivery, Ack, …) are converted to
+// and from it. docs/protocol.md in the repository is the full
+// description, with nats CLI examples.
 //
 // A message is an opaque byte string. On the wire it travels as "data" when
 // its bytes are compact, valid JSON (so they stay readable in the CLI and

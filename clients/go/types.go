@@ -1,12 +1,10 @@
 package comb
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"time"
-	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 
@@ -314,29 +312,17 @@ func natsHeaders(w protocol.Headers) nats.Header {
 	return h
 }
 
-// encodeData sets the data field of a wire message. Bytes go as "data" only
-// when they are compact, valid UTF-8 JSON, a stricter rule than the
-// broker's (valid UTF-8 JSON with no space around it, docs/protocol.md):
-// the broker writes "data" by hand, byte for byte, but encoding/json
-// re-compacts a RawMessage as it marshals it, so JSON with inner spaces
-// would arrive changed. Such bytes go as "data_b64" instead.
+// encodeData sets the data field of a wire message: "data" when the
+// bytes are compact JSON (isCompactJSON), which encoding/json marshals
+// byte for byte, else "data_b64". JSON with inner spaces would arrive
+// changed as "data": encoding/json re-compacts a RawMessage as it
+// marshals it.
 func encodeData(b []byte) (json.RawMessage, *string) {
-	if len(b) > 0 && utf8.Valid(b) && json.Valid(b) && isCompact(b) {
+	if isCompactJSON(b) {
 		return json.RawMessage(b), nil
 	}
 	s := base64.StdEncoding.EncodeToString(b)
 	return nil, &s
-}
-
-// isCompact reports whether b is JSON that json.Compact leaves unchanged,
-// that is, JSON encoding/json will marshal byte for byte.
-func isCompact(b []byte) bool {
-	var buf bytes.Buffer
-	buf.Grow(len(b))
-	if err := json.Compact(&buf, b); err != nil {
-		return false
-	}
-	return bytes.Equal(buf.Bytes(), b)
 }
 
 // decodeData returns the message bytes of a reply's data or data_b64 field.

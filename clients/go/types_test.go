@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -88,6 +89,11 @@ func FuzzEncodeDataRoundTrip(f *testing.F) {
 	f.Add([]byte(`"\u00e9"`))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, in []byte) {
+		// The one-pass check against what it replaced: encoding/json's
+		// validity and compaction.
+		var c bytes.Buffer
+		ref := len(in) > 0 && utf8.Valid(in) && json.Valid(in) && json.Compact(&c, in) == nil && bytes.Equal(c.Bytes(), in)
+		require.Equal(t, ref, isCompactJSON(in), "%q", in)
 		w := pushMessage(Message{Data: in})
 		var buf bytes.Buffer
 		enc := json.NewEncoder(&buf)

@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
 
 	"github.com/combmq/comb/internal/handjson"
 	"github.com/combmq/comb/protocol"
+	"github.com/nats-io/nats.go"
 )
 
 // The replies of the hot verbs (push and put, pop, ack, txn) are read by
@@ -697,4 +699,129 @@ func member(b []byte, n int, name string) []byte {
 	b = append(b, '"')
 	b = append(b, name...)
 	return append(b, '"', ':')
+}
+
+// appendPushRequest appends the body of a push of msgs to b, as
+// encoding/json writes a protocol.PushRequest of their pushMessage forms;
+// headers gives each message's headers from its own (Push adds the trace
+// context there).
+func appendPushRequest(b []byte, msgs []Message, headers func(nats.Header) nats.Header) []byte {
+	b = append(b, `{"messages":[`...)
+	for i, m := range msgs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		m.Headers = headers(m.Headers)
+		b = appendPushMessage(b, m)
+	}
+	return append(b, "]}"...)
+}
+
+// pushRequestSize is about the length of msgs' push body: base64 for
+// every message, so that one allocation mostly suffices.
+func pushRequestSize(msgs []Message) int {
+	n := 16
+	for _, m := range msgs {
+		n += 64 + len(m.Partition) + len(m.ID) + base64.StdEncoding.EncodedLen(len(m.Data))
+	}
+	return n
+}
+
+// appendPushMessage appends one message of a push, as encoding/json
+// writes protocol.PushMessage: partition, id, data or data_b64, headers
+// (names sorted, values arrays), delay_ms and not_before, each left out
+// when empty.
+func appendPushMessage(b []byte, m Message) []byte {
+	b = append(b, '{')
+	n := len(b)
+	if m.Partition != "" {
+		b = handjson.AppendString(member(b, n, "partition"), m.Partition)
+	}
+	if m.ID != "" {
+		b = handjson.AppendString(member(b, n, "id"), m.ID)
+	}
+	if isCompactJSON(m.Data) {
+		b = append(member(b, n, "data"), m.Data...)
+	} else {
+		b = append(member(b, n, "data_b64"), '"')
+		b = base64.StdEncoding.AppendEncode(b, m.Data)
+		b = append(b, '"')
+	}
+	if len(m.Headers) > 0 {
+		b = appendHeaders(member(b, n, "headers"), m.Headers)
+	}
+	if ms := durationMS(m.Delay); ms != 0 {
+		b = strconv.AppendInt(member(b, n, "delay_ms"), ms, 10)
+	}
+	if !m.NotBefore.IsZero() {
+		b = append(member(b, n, "not_before"), '"')
+		b = m.NotBefore.UTC().AppendFormat(b, time.RFC3339Nano)
+		b = append(b, '"')
+	}
+	return append(b, '}')
+}
+
+// appendHeaders appends headers as encoding/json writes protocol.Headers:
+// an object of the names in byte order, each with its values as an array
+// (null for a nil slice).
+func appendHeaders(b []byte, h nats.Header) []byte {
+	names := make([]string, 0, len(h))
+	for k := range h {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	b = append(b, '{')
+	for i, k := range names {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(handjson.AppendString(b, k), ':')
+		vs := h[k]
+		if vs == nil {
+			b = append(b, "null"...)
+			continue
+		}
+		b = append(b, '[')
+		for j, v := range vs {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = handjson.AppendString(b, v)
+		}
+		b = append(b, ']')
+	}
+	return append(b, '}')
+}
+
+// isCompactJSON reports whether message bytes travel as "data": one valid
+// JSON value in valid UTF-8 with no space outside its strings, which
+// encoding/json (and the broker) keep byte for byte. Anything else goes
+// as "data_b64".
+func isCompactJSON(b []byte) bool {
+	return len(b) > 0 && utf8.Valid(b) && handjson.Valid(b) && !spaceOutsideStrings(b)
+}
+
+// spaceOutsideStrings reports whether valid JSON b has space between its
+// tokens.
+func spaceOutsideStrings(b []byte) bool {
+	in := false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if in {
+			switch c {
+			case '\\':
+				i++
+			case '"':
+				in = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			in = true
+		case ' ', '\t', '\n', '\r':
+			return true
+		}
+	}
+	return false
 }
