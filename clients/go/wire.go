@@ -146,35 +146,25 @@ func decodePopJSON(body []byte, out []Delivery) ([]Delivery, error) {
 
 // scanPop reads a pop reply by hand, or returns errSlow.
 func scanPop(body []byte, out []Delivery) ([]Delivery, error) {
-	err := scanObject(body, func(r *handjson.Reader, key []byte) (uint64, error) {
-		if string(key) != "messages" {
-			return 0, nil
-		}
-		var err error
+	res, err := scanMember(body, "messages", func(r *handjson.Reader) ([]Delivery, error) {
 		// A reply's messages mostly share their partition and lease:
 		// each reuses the string of the one before when it is the same.
 		var prev previous
-		out, err = readArray(r, out, func(r *handjson.Reader) (Delivery, error) {
+		return readArray(r, out, func(r *handjson.Reader) (Delivery, error) {
 			return readDelivery(r, &prev)
 		})
-		return fieldBit(key), err
-	}, "messages")
-	return out, err
+	})
+	if res == nil {
+		res = out // no "messages"
+	}
+	return res, err
 }
 
 // scanAck, scanTxn and scanPush read their replies by hand, or return
 // errSlow.
 
 func scanAck(body []byte) ([]AckResult, error) {
-	var res []AckResult
-	err := scanObject(body, func(r *handjson.Reader, key []byte) (uint64, error) {
-		if string(key) != "results" {
-			return 0, nil
-		}
-		var err error
-		res, err = readAckResults(r)
-		return fieldBit(key), err
-	}, "results")
+	res, err := scanMember(body, "results", readAckResults)
 	if res == nil {
 		res = []AckResult{} // as decodeAckJSON
 	}
@@ -190,16 +180,7 @@ func scanTxn(body []byte) (TxnResult, error) {
 			out.Acks, err = readAckResults(r)
 		case "push":
 			out.Push, err = readArray(r, nil, func(r *handjson.Reader) ([]PushResult, error) {
-				var res []PushResult
-				err := readObject(r, func(key []byte) (uint64, error) {
-					if string(key) != "results" {
-						return 0, nil
-					}
-					var err error
-					res, err = readPushResults(r)
-					return fieldBit(key), err
-				}, "results")
-				return res, err
+				return readMember(r, "results", readPushResults)
 			})
 		default:
 			return 0, nil
@@ -216,16 +197,32 @@ func scanTxn(body []byte) (TxnResult, error) {
 }
 
 func scanPush(body []byte) ([]PushResult, error) {
-	var res []PushResult
-	err := scanObject(body, func(r *handjson.Reader, key []byte) (uint64, error) {
-		if string(key) != "results" {
+	return scanMember(body, "results", readPushResults)
+}
+
+// scanMember reads body, one object, whose member name read reads; the
+// others are skipped.
+func scanMember[T any](body []byte, name string, read func(*handjson.Reader) (T, error)) (T, error) {
+	r := &handjson.Reader{B: body, Quiet: true}
+	v, err := readMember(r, name, read)
+	if err != nil || r.End() != nil {
+		return v, errSlow
+	}
+	return v, nil
+}
+
+// readMember reads the object at r.I as scanMember reads a body.
+func readMember[T any](r *handjson.Reader, name string, read func(*handjson.Reader) (T, error)) (T, error) {
+	var v T
+	err := readObject(r, func(key []byte) (uint64, error) {
+		if string(key) != name {
 			return 0, nil
 		}
 		var err error
-		res, err = readPushResults(r)
+		v, err = read(r)
 		return fieldBit(key), err
-	}, "results")
-	return res, err
+	}, name)
+	return v, err
 }
 
 // previous is what a message of a pop reply may share with the next: the
@@ -414,9 +411,9 @@ func readPushResults(r *handjson.Reader) ([]PushResult, error) {
 
 // scanObject reads body, one object, calling field for each key; field
 // reads the value of the keys it knows and returns fieldBit(key), else it
-// returns 0 and the value is skipped. A key that names one of known in other case, and a repeated
-// known key, give up (encoding/json would match the one and merge the
-// other).
+// returns 0 and the value is skipped. A key that names one of known in
+// other case, and a repeated known key, give up (encoding/json would match
+// the one and merge the other).
 func scanObject(body []byte, field func(r *handjson.Reader, key []byte) (uint64, error), known ...string) error {
 	r := &handjson.Reader{B: body, Quiet: true}
 	if err := readObject(r, func(key []byte) (uint64, error) { return field(r, key) }, known...); err != nil {
