@@ -481,6 +481,18 @@ func encodeBody(b any) ([]byte, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
+// ReplyError returns the error a reply carries (its Comb-Error-Code
+// header, docs/protocol.md) as an *Error, or nil when the reply is not an
+// error, for a program that sends its own requests: check it before
+// decoding a reply's body with DecodePopReply and its kin.
+func ReplyError(reply *nats.Msg) error {
+	code := reply.Header.Get(protocol.HeaderErrorCode)
+	if code == "" {
+		return nil
+	}
+	return replyError(code, reply)
+}
+
 // replyError builds the *Error of an error reply. The body's message is
 // preferred to the header's: headers are single-line, the body need not be.
 func replyError(code string, reply *nats.Msg) *Error {

@@ -285,3 +285,53 @@ func ExampleError() {
 	// Output:
 	// no such queue
 }
+
+// A program that sends its own requests over NATS (here nc.Request, with
+// the body of docs/protocol.md) reads the replies as the client does.
+func ExampleDecodePopReply() {
+	c := comb.New(nc)
+	ctx := context.Background()
+	if _, err := c.Push(ctx, "example.raw", []comb.Message{{Partition: "p", Data: []byte(`{"sku":42}`)}}); err != nil {
+		log.Fatal(err)
+	}
+
+	reply, err := nc.Request("comb.pop.example.raw", []byte(`{"group":"g","max":10}`), 5*time.Second)
+	if err == nil {
+		err = comb.ReplyError(reply) // an error reply has no messages to decode
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	msgs, err := comb.DecodePopReply(reply.Data, "example.raw", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, m := range msgs {
+		fmt.Println(m.Queue, m.Partition, m.Offset, string(m.Data), m.Attempt)
+	}
+
+	ack := fmt.Sprintf(`{"group":"g","acks":[{"partition":"p","offset":%d,"lease":%q}]}`, msgs[0].Offset, msgs[0].Lease)
+	reply, err = nc.Request("comb.ack.example.raw", []byte(ack), 5*time.Second)
+	if err == nil {
+		err = comb.ReplyError(reply)
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	results, err := comb.DecodeAckReply(reply.Data)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("acked:", results[0].OK)
+
+	// An error reply, read by ReplyError: that queue does not exist.
+	bad, err := nc.Request("comb.ack.example.nosuch", []byte(ack), 5*time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("not found:", errors.Is(comb.ReplyError(bad), comb.ErrNotFound))
+	// Output:
+	// example.raw p 0 {"sku":42} 1
+	// acked: true
+	// not found: true
+}

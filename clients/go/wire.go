@@ -32,7 +32,7 @@ var errSlow = errors.New("not a plain reply")
 
 // DecodePopReply reads the body of a pop reply (docs/protocol.md) as Pop
 // does, for a program that sends its own pop requests over NATS, as
-// Comb's loader does. It appends the deliveries to out, in order, and
+// Comb's loader does; an error reply is not one (see ReplyError). It appends the deliveries to out, in order, and
 // returns it. Each Delivery's Queue is queue; with queue "" (the reply of
 // a namespace pop) each keeps the queue its message names, and a message
 // that names none is an error. Data may share body's memory.
