@@ -87,6 +87,11 @@ type storedIn struct {
 	delayed bool // some message is held back (hold): none is handed off
 }
 
+// longestTime is the creation time whose RFC 3339 form is the longest a
+// message can have (nine fractional digits, no zeros to trim), which a
+// handed message is sized with: its own is known only once stored.
+var longestTime = time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)
+
 // planOffers chooses what each offer would take: the first messages the
 // push stores in its partition, up to the pop's max and the bytes of its
 // reply. It leaves out offers of a queue with a delay_ms, of a partition
@@ -155,7 +160,7 @@ func (p *pushPlan) planOffers(offers []domain.Offer) error {
 		total, keep := 0, 0
 		for keep < len(st.msgs) && keep < maxN {
 			m := st.msgs[keep]
-			m.Lease, m.Offset, m.CreatedAt = op.lease, math.MaxInt64, time.Now() // sized at their longest
+			m.Lease, m.Offset, m.CreatedAt = op.lease, math.MaxInt64, longestTime // sized at their longest
 			total += size(&m)
 			if o.Pop.MaxBytes > 0 && total > o.Pop.MaxBytes && (keep > 0 || o.Pop.StrictMaxBytes) {
 				break

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"math"
 	"strconv"
 	"strings"
 	"testing"
@@ -336,4 +337,20 @@ func FuzzPopReplyTimes(f *testing.F) {
 		got, _ := PopReply(msgs, 0)
 		require.Equal(t, `{"messages":[`+string(want)+`]}`, string(got))
 	})
+}
+
+// BenchmarkMessageSize is the store's sizing of a message it hands to a
+// waiting pop, done for every message of every offer.
+//
+//	go test ./internal/wire -run '^$' -bench MessageSize
+func BenchmarkMessageSize(b *testing.B) {
+	m := domain.Message{Partition: "p3", Offset: math.MaxInt64, Lease: "l-7-0123456789abcdef", Attempt: 1,
+		CreatedAt: time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC), Data: []byte(`"` + strings.Repeat("x", 254) + `"`), Encoding: domain.EncodingJSON}
+	n := 0
+	for b.Loop() {
+		n += MessageSize(&m)
+	}
+	if n == 0 {
+		b.Fatal(n)
+	}
 }

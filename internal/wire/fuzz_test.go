@@ -404,3 +404,17 @@ func FuzzDecodePeek(f *testing.F) {
 		require.LessOrEqual(t, p.Limit, protocol.MaxPeekLimit)
 	})
 }
+
+// FuzzTimeLen holds timeLen to the formatting it stands for.
+func FuzzTimeLen(f *testing.F) {
+	for _, s := range []int64{0, 1764806400, -62135596800, 253402300799, 253402300800, -62135596801, 1 << 40, -(1 << 40)} {
+		f.Add(s, int64(0))
+		f.Add(s, int64(123000000))
+		f.Add(s, int64(999999999))
+		f.Add(s, int64(1))
+	}
+	f.Fuzz(func(t *testing.T, sec, nsec int64) {
+		tm := time.Unix(sec, nsec%1e9).In(time.FixedZone("x", int(nsec%86400)))
+		require.Equal(t, len(tm.UTC().AppendFormat(nil, time.RFC3339Nano)), timeLen(tm), "%v", tm)
+	})
+}
