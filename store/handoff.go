@@ -3,7 +3,6 @@ package store
 import (
 	"cmp"
 	"math"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -77,14 +76,21 @@ type offerPlan struct {
 	cursors int64
 }
 
-// storedIn is what a push stores in one partition, as a pop would return
-// it: the messages in offset order, each with its index in the segment.
+// storedIn is what a push stores in one partition: the messages in offset
+// order, each with its index in the segment. They are the push's own,
+// made into a pop's messages (delivered) only for the offers that take
+// them.
 type storedIn struct {
 	seg     *segmentBuf
 	config  domain.QueueConfig
 	idx     []int64
-	msgs    []domain.Message
+	msgs    []*domain.PushMessage
 	delayed bool // some message is held back (hold): none is handed off
+}
+
+// delivered is m as a pop returns it, before its lease, offset and time.
+func delivered(m *domain.PushMessage) domain.Message {
+	return domain.Message{Partition: m.Partition, ID: m.ID, Attempt: 1, Data: m.Data, Encoding: m.Encoding, Headers: m.Headers}
 }
 
 // longestTime is the creation time whose RFC 3339 form is the longest a
@@ -128,8 +134,7 @@ func (p *pushPlan) planOffers(offers []domain.Offer) error {
 			}
 			st.delayed = st.delayed || m.Delayed()
 			st.idx = append(st.idx, pl.idx)
-			st.msgs = append(st.msgs, domain.Message{Partition: m.Partition, ID: m.ID, Attempt: 1,
-				Data: m.Data, Encoding: m.Encoding, Headers: m.Headers})
+			st.msgs = append(st.msgs, m)
 		}
 	}
 	type key struct {
@@ -137,6 +142,10 @@ func (p *pushPlan) planOffers(offers []domain.Offer) error {
 		group string
 	}
 	seen := map[key]bool{}
+	// One message to size at a time: size is a function value, so what
+	// it is given escapes, and a variable of the loop would be one
+	// allocation a message.
+	sized := new(domain.Message)
 	for at, o := range offers {
 		st := stored[part{o.Pop.Queue, o.Partition}]
 		group := cmp.Or(o.Pop.Group, protocol.DefaultGroup)
@@ -159,9 +168,9 @@ func (p *pushPlan) planOffers(offers []domain.Offer) error {
 		maxN := cmp.Or(max(o.Pop.Max, 0), protocol.DefaultPopMax)
 		total, keep := 0, 0
 		for keep < len(st.msgs) && keep < maxN {
-			m := st.msgs[keep]
-			m.Lease, m.Offset, m.CreatedAt = op.lease, math.MaxInt64, longestTime // sized at their longest
-			total += size(&m)
+			*sized = delivered(st.msgs[keep])
+			sized.Lease, sized.Offset, sized.CreatedAt = op.lease, math.MaxInt64, longestTime // sized at their longest
+			total += size(sized)
 			if o.Pop.MaxBytes > 0 && total > o.Pop.MaxBytes && (keep > 0 || o.Pop.StrictMaxBytes) {
 				break
 			}
@@ -170,7 +179,10 @@ func (p *pushPlan) planOffers(offers []domain.Offer) error {
 		if keep == 0 {
 			continue
 		}
-		op.msgs = slices.Clone(st.msgs[:keep]) // each offer leases its own copies
+		op.msgs = make([]domain.Message, keep) // each offer leases its own copies
+		for k, m := range st.msgs[:keep] {
+			op.msgs[k] = delivered(m)
+		}
 		seen[key{st.seg.id, group}] = true
 		p.offers = append(p.offers, op)
 	}
