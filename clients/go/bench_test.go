@@ -57,3 +57,60 @@ func BenchmarkClientAck(b *testing.B) {
 		return err
 	})
 }
+
+// The same comparison against a real Comb (the examples' own, on a test
+// PostgreSQL), request by request: each iteration alternates a call of
+// the client with a bare request of the bytes it sends, so that a noisy
+// machine's drift falls on both alike. client-µs and bare-µs are each
+// side's mean round trip.
+//
+//	go test ./clients/go -run '^$' -bench Interleaved -benchtime 4000x -count 4
+
+func BenchmarkInterleavedPush(b *testing.B) {
+	c, data := comb.New(nc), []byte(`"`+strings.Repeat("x", 254)+`"`)
+	body := []byte(`{"messages":[{"partition":"p","data":` + string(data) + `}]}`)
+	benchInterleaved(b, &nats.Msg{Subject: "comb.push.bench.interleaved", Data: body}, func(ctx context.Context) error {
+		_, err := c.Push(ctx, "bench.interleaved", []comb.Message{{Partition: "p", Data: data}})
+		return err
+	})
+}
+
+func BenchmarkInterleavedPut(b *testing.B) {
+	c, data := comb.New(nc), []byte(`"`+strings.Repeat("x", 254)+`"`)
+	bare := &nats.Msg{Subject: "comb.put.bench.interleaved", Data: data, Header: nats.Header{comb.HeaderPartition: {"p"}}}
+	benchInterleaved(b, bare, func(ctx context.Context) error {
+		_, err := c.Put(ctx, "bench.interleaved", data, comb.PutOptions{Partition: "p"})
+		return err
+	})
+}
+
+// benchInterleaved alternates call with bare requests of msg, each under
+// a deadline of its own, as the client's are, in a context that can end
+// (the loader's kind).
+func benchInterleaved(b *testing.B, msg *nats.Msg, call func(context.Context) error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var took [2]time.Duration
+	var n [2]int
+	for i := 0; b.Loop(); i++ {
+		side, start := i%2, time.Now()
+		var err error
+		if side == 0 {
+			err = call(ctx)
+		} else {
+			rctx, done := context.WithTimeout(ctx, comb.DefaultTimeout)
+			var reply *nats.Msg
+			if reply, err = nc.RequestMsgWithContext(rctx, msg); err == nil {
+				err = comb.ReplyError(reply)
+			}
+			done()
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		took[side] += time.Since(start)
+		n[side]++
+	}
+	b.ReportMetric(float64(took[0].Microseconds())/float64(max(n[0], 1)), "client-µs")
+	b.ReportMetric(float64(took[1].Microseconds())/float64(max(n[1], 1)), "bare-µs")
+}
