@@ -139,11 +139,24 @@ func (s *Store) Sweep(ctx context.Context) (SweepStats, error) {
 		})
 		return err
 	})
+	var stale []int64
+	b.Queue(staleReadySQL, sweepStep*10).Query(func(rows pgx.Rows) error {
+		var err error
+		stale, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+		return err
+	})
 	// One implicit transaction: the batch ends in one Sync.
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return st, fmt.Errorf("sweep: %w", classify(err))
 	}
-	st.More = st.DedupSets == sweepStep*10 || st.Holds == sweepStep*10 || len(cands) == sweepStep*10
+	st.More = st.DedupSets == sweepStep*10 || st.Holds == sweepStep*10 || len(cands) == sweepStep*10 ||
+		len(stale) == sweepStep*10
+	if len(stale) > 0 {
+		var err error
+		if st.Ready, err = s.trimReady(ctx, stale); err != nil {
+			return st, err
+		}
+	}
 	for _, c := range cands {
 		var segs, msgs, bytes int64
 		if err := s.pool.QueryRow(ctx, sweepSegmentsSQL, c.pid, c.ret, c.committed, c.age, sweepStep).
@@ -181,9 +194,9 @@ func (s *Store) RunSweeper(ctx context.Context, interval time.Duration) {
 			return
 		case err != nil:
 			s.log.Warn("retention sweep failed", "err", err)
-		case st.Segments > 0 || st.DedupSets > 0 || st.Slots != (SlotStats{}):
+		case st.Segments > 0 || st.DedupSets > 0 || st.Ready > 0 || st.Slots != (SlotStats{}):
 			s.log.Debug("retention sweep", "segments", st.Segments, "messages", st.Messages,
-				"bytes", st.Bytes, "dedup_sets", st.DedupSets, "slots_truncated", st.Slots.Truncated,
+				"bytes", st.Bytes, "dedup_sets", st.DedupSets, "ready_trimmed", st.Ready, "slots_truncated", st.Slots.Truncated,
 				"segments_moved", st.Slots.Moved)
 		}
 		if err == nil && st.More {
@@ -289,13 +302,24 @@ func (s *Store) Seek(ctx context.Context, req domain.SeekParams) (int, error) {
 		return 0, err
 	}
 	start, args := startExpr(to, 4)
-	tag, err := s.pool.Exec(ctx, `
-		UPDATE comb_cursors c SET committed = `+start+`,
-		       lease_id = NULL, lease_until = NULL, lease_from = NULL, lease_upto = NULL,
-		       attempts = 0, delivered_upto = -1
-		FROM comb_partitions p
-		WHERE p.id = c.partition_id AND c.queue_id = $1 AND c.group_name = $2
-		  AND ($3 = '' OR p.name = $3)`, append([]any{q.ID, group, partition}, args...)...)
+	args = append([]any{q.ID, group, partition}, args...)
+	// A seek back makes partitions ready without a push: they join the
+	// ready set first, in the same transaction (see ready.go).
+	var tag pgconn.CommandTag
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, markReadySQL(start, ` AND ($3 = '' OR p.name = $3)`), args...); err != nil {
+			return err
+		}
+		var err error
+		tag, err = tx.Exec(ctx, `
+			UPDATE comb_cursors c SET committed = `+start+`,
+			       lease_id = NULL, lease_until = NULL, lease_from = NULL, lease_upto = NULL,
+			       attempts = 0, delivered_upto = -1
+			FROM comb_partitions p
+			WHERE p.id = c.partition_id AND c.queue_id = $1 AND c.group_name = $2
+			  AND ($3 = '' OR p.name = $3)`, args...)
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("seek: %w", classify(err))
 	}

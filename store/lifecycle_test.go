@@ -320,7 +320,7 @@ func TestDeleteRemovesDedupAndCursors(t *testing.T) {
 	_, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("q")})
 	require.NoError(t, err)
 	require.NoError(t, st.Delete(ctx, domain.Global("q")))
-	for _, table := range []string{"comb_dedup_sets", "comb_cursors", "comb_segments", "comb_partitions", "comb_groups"} {
+	for _, table := range []string{"comb_dedup_sets", "comb_cursors", "comb_ready", "comb_segments", "comb_partitions", "comb_groups"} {
 		var n int
 		require.NoError(t, st.Pool().QueryRow(context.Background(), `SELECT count(*) FROM `+table).Scan(&n))
 		require.Zero(t, n, table)

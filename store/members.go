@@ -227,6 +227,11 @@ func (s *Store) makeGroup(ctx context.Context, q queueRow, group string, from do
 		if err != nil || tag.RowsAffected() == 0 {
 			return err // exists already: its cursors were made with it
 		}
+		// The partitions where the group starts short of the end join the
+		// ready set first (its rows before cursors, see ready.go).
+		if _, err := tx.Exec(ctx, markReadySQL(start, ""), args...); err != nil {
+			return err
+		}
 		_, err = tx.Exec(ctx, `
 			INSERT INTO comb_cursors (partition_id, group_name, queue_id, committed)
 			SELECT p.id, $2, p.queue_id, `+start+`

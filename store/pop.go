@@ -33,6 +33,11 @@ import (
 // as the only partitions that can be ready until a wake-up names more (see
 // PopResult), and its next pops find their cursors by key instead of
 // reading every cursor of the group again.
+//
+// It reads the group's cursors of the partitions in the ready set only
+// (comb_ready, ready.go): every other partition has all its cursors at
+// its end, so its cost follows the partitions with messages, not the
+// queue's.
 var popSQL = popScan(heldEnd(`p.next_offset`), anyPartition)
 
 // popPartitionSQL is popSQL for a pop that names its partition ($3): it
@@ -47,7 +52,9 @@ var popPartitionSQL = popOne(heldEnd(`p.next_offset`))
 var popCandidatesSQL = popScan(heldEnd(`p.next_offset`), somePartitions)
 
 const (
-	anyPartition = `c.queue_id = $1 AND c.group_name = $2 AND $3::bigint = 0`
+	// anyPartition is the condition of a scan over the ready set's rows y
+	// (readyCursors).
+	anyPartition = `y.queue_id = $1 AND c.group_name = $2 AND $3::bigint = 0`
 	onePartition = `c.partition_id = $3 AND c.group_name = $2 AND c.queue_id = $1`
 	// somePartitions leaves out the queue (its ids are the queue's): with
 	// "c.queue_id = $1" a generic plan read every cursor of the group
@@ -100,11 +107,20 @@ func cursorReady(end string) string {
 // its partition's end. It leaves out holds and queue delays, so it may say
 // yes where a pop would find nothing yet, never no where it would find
 // something.
+//
+// It reads the ready set (readyCursors): its cost follows the partitions
+// that may have messages, not the queue's.
 func groupMayPop(qid, group string) string {
 	return `EXISTS (
-        SELECT 1 FROM comb_cursors c JOIN comb_partitions p ON p.id = c.partition_id
-        WHERE c.queue_id = ` + qid + ` AND c.group_name = ` + group + ` AND ` + cursorReady(`p.next_offset`) + `)`
+        SELECT 1 FROM ` + readyCursors + `
+        WHERE y.queue_id = ` + qid + ` AND c.group_name = ` + group + ` AND ` + cursorReady(`p.next_offset`) + `)`
 }
+
+// readyCursors joins the ready set's rows y to their partitions p and
+// cursors c: the cursors a scan of a whole group reads. A cursor missing
+// from it is at its partition's end (the invariant of ready.go).
+const readyCursors = `comb_ready y JOIN comb_cursors c ON c.partition_id = y.partition_id
+        JOIN comb_partitions p ON p.id = y.partition_id`
 
 // popOne is the statement of a pop that names its partition: cand claims
 // its one cursor, and it reports no other partitions.
@@ -127,10 +143,14 @@ WITH cand AS (
 // and cand claims the first $4 of those it can lock, reading each again by
 // key (the claim's recheck sees a cursor another pop leased meanwhile).
 func popScan(end, where string) string {
+	from := `comb_cursors c JOIN comb_partitions p ON p.id = c.partition_id`
+	if where == anyPartition {
+		from = readyCursors
+	}
 	return fmt.Sprintf(`
 WITH ready AS MATERIALIZED (
     SELECT c.partition_id, c.leased_at, p.name
-    FROM comb_cursors c JOIN comb_partitions p ON p.id = c.partition_id
+    FROM `+from+`
     CROSS JOIN LATERAL (SELECT %[1]s AS next_offset) r
     WHERE %[2]s AND %[4]s
     ORDER BY c.leased_at NULLS FIRST, c.partition_id

@@ -398,15 +398,23 @@ func (p *pushPlan) segmentArrays() (pids, ns, bs []int64, payloads byteaArray, h
 const (
 	lockPartitionsSQL = `SELECT id FROM comb_partitions WHERE id = ANY($1) ORDER BY id FOR UPDATE`
 	// allocOffsetsSQL also starts a partition's low_created_at when it
-	// retained nothing (see the sweeper's retentionCandidatesSQL).
+	// retained nothing (see the sweeper's retentionCandidatesSQL), and
+	// puts the partitions in the ready set (ready.go) while it holds their
+	// rows' locks: a partition already there costs one index probe.
 	allocOffsetsSQL = `
-		UPDATE comb_partitions p
-		SET next_offset = p.next_offset + x.n, retained_bytes = p.retained_bytes + x.b,
-		    low_created_at = CASE WHEN p.next_offset = p.low_offset THEN now()
-		                          ELSE coalesce(p.low_created_at, '-infinity') END
-		FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS x(pid, n, b)
-		WHERE p.id = x.pid
-		RETURNING p.id, p.next_offset - x.n`
+		WITH u AS (
+		    UPDATE comb_partitions p
+		    SET next_offset = p.next_offset + x.n, retained_bytes = p.retained_bytes + x.b,
+		        low_created_at = CASE WHEN p.next_offset = p.low_offset THEN now()
+		                              ELSE coalesce(p.low_created_at, '-infinity') END
+		    FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS x(pid, n, b)
+		    WHERE p.id = x.pid
+		    RETURNING p.id, p.queue_id, p.next_offset - x.n AS base
+		), r AS (
+		    INSERT INTO comb_ready (partition_id, queue_id) SELECT id, queue_id FROM u ORDER BY id
+		    ON CONFLICT (partition_id) DO NOTHING
+		)
+		SELECT id, base FROM u`
 	// The INSERT runs after the UPDATE in the same transaction, so it reads
 	// the advanced next_offset and derives each segment's base from it.
 )

@@ -367,12 +367,15 @@ func (s *Store) Delete(ctx context.Context, ref domain.QueueRef) error {
 		if err != nil {
 			return err
 		}
-		// Segments, cursors and holds carry no foreign key (it would cost a
+		// Segments, cursors, ready rows and holds carry no foreign key (it would cost a
 		// lookup on every push and pop), so they go explicitly.
 		if _, err := tx.Exec(ctx, `DELETE FROM comb_segments WHERE partition_id IN (SELECT id FROM comb_partitions WHERE queue_id = $1)`, id); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM comb_cursors WHERE queue_id = $1`, id); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM comb_ready WHERE queue_id = $1`, id); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM comb_holds WHERE partition_id IN (SELECT id FROM comb_partitions WHERE queue_id = $1)`, id); err != nil {

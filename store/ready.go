@@ -50,3 +50,96 @@ func (s *Store) AnyReady(ctx context.Context, checks []domain.ReadyCheck) ([]boo
 	}
 	return out, nil
 }
+
+// The ready set, comb_ready (migration 0012), lists the partitions in
+// which some group may have messages to pop; a pop that names no
+// partition (popSQL) and the safety check of parked long polls
+// (groupMayPop) read a queue's rows there instead of every cursor of the
+// group. Its invariant, pinned by TestReadySetCoversReadyCursors: at every
+// commit, each partition with a cursor short of its next_offset has a row.
+// Only three things put a cursor short of its end, and each writes the row
+// in its own transaction:
+//   - a push (allocOffsetsSQL), under the partition row's lock it holds;
+//   - a new group that starts short of the end (makeGroup);
+//   - a seek (Seek).
+//
+// Everything else only moves cursors forward. The sweeper alone deletes
+// rows (trimReadySQL). Each writer takes the rows in partition id order,
+// so that two of them never wait on each other in a cycle.
+
+// markReadySQL upserts the ready rows of queue $1's partitions whose end
+// is past start (an expression of p, startExpr), narrowed by where (SQL
+// starting with " AND", or ""). On a row that exists it updates the
+// stamp: that takes the row's lock, so it waits for a trim that holds it
+// and then inserts the row anew (trimReady). $2 is the group, so that its
+// parameter has a type in every caller.
+func markReadySQL(start, where string) string {
+	return `
+		INSERT INTO comb_ready (partition_id, queue_id)
+		SELECT p.id, p.queue_id FROM comb_partitions p
+		WHERE p.queue_id = $1 AND $2::text <> '' AND p.next_offset > ` + start + where + `
+		ORDER BY p.id
+		ON CONFLICT (partition_id) DO UPDATE SET stamp = comb_ready.stamp + 1`
+}
+
+// caughtUp is the condition of a partition p whose every cursor is at its
+// end: no group can pop there until a push, a new group or a seek writes
+// its ready row again.
+const caughtUp = `NOT EXISTS (
+        SELECT 1 FROM comb_cursors c
+        WHERE c.partition_id = p.id AND greatest(c.committed, p.low_offset) < p.next_offset)`
+
+// staleReadySQL finds at most $1 ready rows whose partitions are caught
+// up, for trimReady. It runs in the sweep's batch, so that a quiet ready
+// set costs no transaction of its own.
+const staleReadySQL = `
+SELECT r.partition_id FROM comb_ready r JOIN comb_partitions p ON p.id = r.partition_id
+WHERE ` + caughtUp + `
+LIMIT $1`
+
+// The trim's two statements. The first locks the rows and their
+// partitions, skipping what another transaction holds (a push holds its
+// partitions' rows, a seek or a new group their ready rows): it never
+// waits, and what it skips stays, which only costs a pop a look at a
+// cursor that has nothing. The second, with a snapshot taken after those
+// locks, deletes the rows whose partitions are still caught up: every
+// push, seek and new group that wrote them before has committed, and
+// every one after waits for the locks and then inserts them anew.
+//
+// One statement could not do both: READ COMMITTED re-checks a locked row
+// that changed against its newest version, but not the NOT EXISTS of
+// caughtUp, which it turns into an anti-join whose other side it does not
+// read again (TestReadySetCoversReadyCursors failed that way).
+const (
+	lockStaleReadySQL = `
+SELECT r.partition_id FROM comb_ready r JOIN comb_partitions p ON p.id = r.partition_id
+WHERE r.partition_id = ANY($1)
+ORDER BY r.partition_id
+FOR UPDATE OF r SKIP LOCKED FOR SHARE OF p SKIP LOCKED`
+	deleteStaleReadySQL = `
+DELETE FROM comb_ready r USING comb_partitions p
+WHERE r.partition_id = ANY($1) AND p.id = r.partition_id AND ` + caughtUp
+)
+
+// trimReady deletes the ready rows of pids whose partitions are caught
+// up (staleReadySQL found them), and returns how many it deleted.
+func (s *Store) trimReady(ctx context.Context, pids []int64) (int64, error) {
+	var n int64
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, lockStaleReadySQL, pids)
+		if err != nil {
+			return err
+		}
+		locked, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil || len(locked) == 0 {
+			return err
+		}
+		tag, err := tx.Exec(ctx, deleteStaleReadySQL, locked)
+		n = tag.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("trim ready set: %w", classify(err))
+	}
+	return n, nil
+}

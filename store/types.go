@@ -66,6 +66,9 @@ type SweepStats struct {
 	DedupSets int64
 	// Holds counts the delayed messages' holds forgotten once past.
 	Holds int64
+	// Ready counts the partitions taken out of the ready set, every
+	// cursor there at its end (ready.go).
+	Ready int64
 	// Slots is what slot maintenance did (see slots.go).
 	Slots SlotStats
 	// More is set when a bound stopped the sweep before it was done.

@@ -1,0 +1,1 @@
+DROP TABLE comb_ready;

@@ -1,0 +1,336 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/combmq/comb/domain"
+	"github.com/combmq/comb/store"
+)
+
+// uncoveredSQL counts the cursors short of their partition's end whose
+// partition has no ready row: what the ready set's invariant forbids at
+// every commit (store/ready.go). One statement reads one snapshot, so it
+// may run at any time.
+const uncoveredSQL = `
+SELECT count(*) FROM comb_cursors c JOIN comb_partitions p ON p.id = c.partition_id
+WHERE greatest(c.committed, p.low_offset) < p.next_offset
+  AND NOT EXISTS (SELECT 1 FROM comb_ready r WHERE r.partition_id = p.id)`
+
+// staleRowsSQL counts the ready rows whose partition has every cursor at
+// its end: what a sweep with nothing running beside it must leave none of.
+const staleRowsSQL = `
+SELECT count(*) FROM comb_ready r JOIN comb_partitions p ON p.id = r.partition_id
+WHERE NOT EXISTS (SELECT 1 FROM comb_cursors c
+                  WHERE c.partition_id = p.id AND greatest(c.committed, p.low_offset) < p.next_offset)`
+
+func count(t *testing.T, st *store.Store, sql string, args ...any) int {
+	t.Helper()
+	var n int
+	require.NoError(t, st.Pool().QueryRow(context.Background(), sql, args...).Scan(&n))
+	return n
+}
+
+// sweepAll sweeps until a sweep reports nothing more to do.
+func sweepAll(t *testing.T, st *store.Store) (ready int64) {
+	t.Helper()
+	for {
+		s, err := st.Sweep(ctxT(t))
+		require.NoError(t, err)
+		ready += s.Ready
+		if !s.More {
+			return ready
+		}
+	}
+}
+
+// Pushes (some handing off to a pop), pops that name no partition, acks,
+// abandoned leases, seeks back, new groups from the earliest message and
+// sweeps that trim the ready set all run at once, while a checker reads
+// the invariant again and again: no cursor is ever short of its end
+// without its partition in the ready set. Then the pops, which read only
+// the ready set, must have found every message, and a last sweep must
+// leave no row of a caught-up partition.
+func TestReadySetCoversReadyCursors(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	q := domain.Global("ready")
+
+	const (
+		producers   = 4
+		perProducer = 250
+		partitions  = 40
+		total       = producers * perProducer
+	)
+	var (
+		mu      sync.Mutex
+		acked   = map[string]bool{} // group g's messages, by data
+		pushing atomic.Int64        // producers still pushing
+		checks  atomic.Int64
+		trimmed atomic.Int64
+	)
+	pushing.Store(producers)
+	consume := func(ectx context.Context, ms []domain.Message) error {
+		if len(ms) == 0 || rand.IntN(8) == 0 {
+			return nil // abandoned: the 100 ms lease expires and they come back
+		}
+		last := map[string]domain.Message{}
+		for _, m := range ms {
+			last[m.Lease] = m
+		}
+		var acks []domain.Ack
+		for _, m := range last {
+			acks = append(acks, domain.Ack{Partition: m.Partition, Offset: m.Offset, Lease: m.Lease})
+		}
+		outs, err := st.Ack(ectx, []domain.AckParams{{Queue: q, Group: "g", Acks: acks}})
+		if err != nil {
+			return err
+		}
+		if outs[0].Err != nil {
+			return outs[0].Err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for i, res := range outs[0].Results {
+			if !res.OK {
+				continue
+			}
+			for _, m := range ms {
+				if m.Lease == acks[i].Lease {
+					acked[string(m.Data)] = true
+				}
+			}
+		}
+		return nil
+	}
+	done := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(acked) == total
+	}
+
+	eg, ectx := errgroup.WithContext(ctx)
+	for p := range producers {
+		eg.Go(func() error {
+			defer pushing.Add(-1)
+			for i := 0; i < perProducer; {
+				r := domain.PushParams{Queue: q}
+				for n := 1 + rand.IntN(5); n > 0 && i < perProducer; n-- {
+					r.Messages = append(r.Messages, domain.PushMessage{
+						Partition: "p" + strconv.Itoa(rand.IntN(partitions)),
+						Data:      []byte(fmt.Sprintf("%d-%d", p, i)),
+					})
+					i++
+				}
+				var offers []domain.Offer
+				if rand.IntN(3) == 0 {
+					offers = []domain.Offer{{Pop: domain.PopParams{Queue: q, Group: "g", Max: 5, LeaseMS: 100},
+						Partition: r.Messages[0].Partition}}
+				}
+				outs, handed, err := st.PushOffer(ectx, []domain.PushParams{r}, offers)
+				if err != nil {
+					return err
+				}
+				if outs[0].Err != nil {
+					return outs[0].Err
+				}
+				if len(handed) > 0 {
+					if err := consume(ectx, handed[0].Messages); err != nil {
+						return err
+					}
+				}
+				time.Sleep(time.Duration(rand.IntN(4)) * time.Millisecond)
+			}
+			return nil
+		})
+	}
+	for range 3 {
+		eg.Go(func() error {
+			for !done() {
+				if err := ectx.Err(); err != nil {
+					return err
+				}
+				ms, err := st.Pop(ectx, domain.PopParams{Queue: q, Group: "g", Max: 1 + rand.IntN(10),
+					Partitions: 1 + rand.IntN(3), LeaseMS: 100})
+				if errorsIsNotFound(err) {
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				if len(ms) == 0 {
+					time.Sleep(2 * time.Millisecond)
+					continue
+				}
+				if err := consume(ectx, ms); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	// While the producers push: seeks of g back to the start (all its
+	// partitions, or one), and other groups made from the earliest
+	// message, each popping and acking once.
+	eg.Go(func() error {
+		for i := 0; pushing.Load() > 0; i++ {
+			time.Sleep(time.Duration(10+rand.IntN(20)) * time.Millisecond)
+			if i%2 == 0 {
+				part := ""
+				if rand.IntN(2) == 0 {
+					part = "p" + strconv.Itoa(rand.IntN(partitions))
+				}
+				_, err := st.Seek(ectx, domain.SeekParams{Queue: q, Group: "g", Partition: part, To: domain.Start{Kind: domain.StartAll}})
+				if err != nil && !errorsIsNotFound(err) {
+					return err
+				}
+				continue
+			}
+			g := "other" + strconv.Itoa(i)
+			ms, err := st.Pop(ectx, domain.PopParams{Queue: q, Group: g, Max: 20, Partitions: 4, From: domain.Start{Kind: domain.StartAll}})
+			if errorsIsNotFound(err) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			var acks []domain.Ack
+			for _, m := range ms {
+				acks = append(acks, domain.Ack{Partition: m.Partition, Offset: m.Offset, Lease: m.Lease})
+			}
+			if len(acks) > 0 {
+				if _, err := st.Ack(ectx, []domain.AckParams{{Queue: q, Group: g, Acks: acks}}); err != nil {
+					return err
+				}
+			}
+			// Gone again, so that its cursors do not keep every
+			// partition ready and the sweeps have rows to trim.
+			if err := st.DeleteGroup(ectx, q, g); err != nil && !errorsIsNotFound(err) {
+				return err
+			}
+		}
+		return nil
+	})
+	eg.Go(func() error {
+		for !done() {
+			s, err := st.Sweep(ectx)
+			if err != nil {
+				return err
+			}
+			trimmed.Add(s.Ready)
+			time.Sleep(time.Duration(rand.IntN(5)) * time.Millisecond)
+		}
+		return nil
+	})
+	eg.Go(func() error {
+		for !done() {
+			var n int64
+			if err := st.Pool().QueryRow(ectx, uncoveredSQL).Scan(&n); err != nil {
+				return err
+			}
+			if n > 0 {
+				return fmt.Errorf("%d cursors short of their end outside the ready set, at check %d", n, checks.Load())
+			}
+			checks.Add(1)
+		}
+		return nil
+	})
+	require.NoError(t, eg.Wait())
+	require.Zero(t, count(t, st, uncoveredSQL))
+	require.Len(t, acked, total)
+
+	// Quiet now: g has everything, the other groups are gone, and a
+	// sweep leaves no row.
+	sweepAll(t, st)
+	require.Zero(t, count(t, st, staleRowsSQL))
+	require.Zero(t, count(t, st, `SELECT count(*) FROM comb_ready`))
+	require.Zero(t, count(t, st, uncoveredSQL))
+	t.Logf("%d checks, %d ready rows trimmed meanwhile", checks.Load(), trimmed.Load())
+}
+
+// A sweep deletes the ready rows of caught-up partitions only, and skips
+// those another transaction holds: a push's lock on the partition row, a
+// seek's or a new group's on the ready row.
+func TestTrimReadySet(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx := ctxT(t)
+	for _, p := range []string{"a", "b", "c"} {
+		pushN(t, st, "q", p, 0, 2)
+	}
+	// A partition without any group's cursor short of its end is caught
+	// up: with no group at all, every row goes.
+	require.Equal(t, int64(3), sweepAll(t, st))
+	require.Zero(t, count(t, st, `SELECT count(*) FROM comb_ready`))
+
+	// Group g starts at the earliest message: its partitions are ready
+	// again.
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Group: "g", Max: 10, Partitions: 3, From: domain.Start{Kind: domain.StartAll}})
+	require.NoError(t, err)
+	require.Len(t, ms, 6)
+	require.Equal(t, 3, count(t, st, `SELECT count(*) FROM comb_ready`))
+	require.Zero(t, sweepAll(t, st), "leased, not acked: still short of the end")
+	for _, m := range ms {
+		if m.Partition != "c" {
+			ack(t, st, "q", "g", domain.Ack{Partition: m.Partition, Offset: m.Offset, Lease: m.Lease})
+		}
+	}
+	pid := func(name string) int64 {
+		var id int64
+		require.NoError(t, st.Pool().QueryRow(ctx, `SELECT id FROM comb_partitions WHERE name = $1`, name).Scan(&id))
+		return id
+	}
+
+	// a's partition row locked as a push holds it, b's ready row as a
+	// seek holds it: the sweep skips both and deletes nothing (c is not
+	// caught up).
+	hold := func(sql string, id int64) pgx.Tx {
+		tx, err := st.Pool().Begin(ctx)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+		_, err = tx.Exec(ctx, sql, id)
+		require.NoError(t, err)
+		return tx
+	}
+	txA := hold(`SELECT 1 FROM comb_partitions WHERE id = $1 FOR UPDATE`, pid("a"))
+	txB := hold(`UPDATE comb_ready SET stamp = stamp + 1 WHERE partition_id = $1`, pid("b"))
+	require.Zero(t, sweepAll(t, st))
+	require.NoError(t, txA.Rollback(ctx))
+	require.NoError(t, txB.Rollback(ctx))
+	require.Equal(t, int64(2), sweepAll(t, st))
+	var left []string
+	rows, err := st.Pool().Query(ctx, `SELECT p.name FROM comb_ready r JOIN comb_partitions p ON p.id = r.partition_id`)
+	require.NoError(t, err)
+	left, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{"c"}, left)
+
+	// A seek back puts the caught-up partitions in again, and a pop that
+	// names none finds their messages.
+	_, err = st.Seek(ctx, domain.SeekParams{Queue: domain.Global("q"), Group: "g", Partition: "a", To: domain.Start{Kind: domain.StartAll}})
+	require.NoError(t, err)
+	require.Equal(t, 2, count(t, st, `SELECT count(*) FROM comb_ready`))
+	ready, err := st.AnyReady(ctx, []domain.ReadyCheck{{Queue: domain.Global("q"), Group: "g"}})
+	require.NoError(t, err)
+	require.Equal(t, []bool{true}, ready)
+	ms, err = st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Group: "g", Max: 10, Partitions: 3})
+	require.NoError(t, err)
+	require.Equal(t, []string{"0", "1"}, datas(ms))
+	require.Equal(t, "a", ms[0].Partition)
+
+	// A deleted queue takes its rows along.
+	require.NoError(t, st.Delete(ctx, domain.Global("q")))
+	require.Zero(t, count(t, st, `SELECT count(*) FROM comb_ready`))
+}
