@@ -8,7 +8,8 @@
 //	    -postgres-url 'postgres://…' -partitions 1000000 -ready-pct 1 -pops 300
 //
 // It prints one line of figures: creation time, the first pop, pop
-// p50/p99, the database's size and, with -broker-pid, the broker's RSS.
+// p50/p99, the database's size and, with -broker-pid, the broker's RSS;
+// with -postgres-url also the ready set's rows when the timed pops start.
 package main
 
 import (
@@ -87,6 +88,7 @@ func main() {
 		}
 	}
 	push(ids)
+	readyBefore := readyRows(ctx, *pgURL)
 	lat := make([]time.Duration, 0, *pops)
 	for range *pops {
 		t := time.Now()
@@ -119,7 +121,26 @@ func main() {
 	if *brokerPID > 0 {
 		rss = fmt.Sprintf("%.0f MB", procstat.RSS(*brokerPID))
 	}
-	fmt.Printf("scale: %d partitions (%d with messages): created in %s, a new group's first pop %s, pop p50 %s p99 %s over %d pops, db %s, broker rss %s\n",
+	fmt.Printf("scale: %d partitions (%d with messages): created in %s, a new group's first pop %s, pop p50 %s p99 %s over %d pops, db %s, broker rss %s, ready set %s rows\n",
 		*parts, ready, created.Round(time.Millisecond), firstPop.Round(time.Millisecond),
-		q(0.50).Round(10*time.Microsecond), q(0.99).Round(10*time.Microsecond), len(lat), db, rss)
+		q(0.50).Round(10*time.Microsecond), q(0.99).Round(10*time.Microsecond), len(lat), db, rss, readyBefore)
+}
+
+// readyRows is the size of the ready set (comb_ready, migration 0012) when
+// the timed pops start: the rows a pop that reads the whole set reads. It
+// is "-" without -postgres-url or on a revision before the set.
+func readyRows(ctx context.Context, url string) string {
+	if url == "" {
+		return "-"
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n int64
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM comb_ready`).Scan(&n); err != nil {
+		return "-"
+	}
+	return fmt.Sprint(n)
 }
