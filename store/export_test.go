@@ -52,6 +52,9 @@ var KeyedStatements = map[string]string{
 	"pop candidates":         popCandidatesSQL,
 	"pop delayed partition":  popDelayedPartitionSQL,
 	"pop delayed candidates": popDelayedCandidatesSQL,
+	"pop any partition":      popSQL,
+	"pop delayed any":        popDelayedSQL,
+	"ready checks":           anyReadySQL,
 }
 
 // PopPool is the pool that serves pops.
@@ -65,4 +68,11 @@ func SetPreloadLimit(t interface{ Cleanup(func()) }, n int) {
 	old := preloadLimit
 	preloadLimit = n
 	t.Cleanup(func() { preloadLimit = old })
+}
+
+// SetReadyWindow changes readyWindow until the test ends.
+func SetReadyWindow(t interface{ Cleanup(func()) }, n int) {
+	old := readyWindow
+	readyWindow = n
+	t.Cleanup(func() { readyWindow = old })
 }

@@ -139,18 +139,34 @@ func (s *Store) Sweep(ctx context.Context) (SweepStats, error) {
 		})
 		return err
 	})
+	// A window of the ready set, after where the last one ended: a sweep
+	// reads at most readyWindow rows however many partitions are ready.
 	var stale []int64
-	b.Queue(staleReadySQL, sweepStep*10).Query(func(rows pgx.Rows) error {
-		var err error
-		stale, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+	read, last := 0, int64(0)
+	b.Queue(staleReadySQL, readyWindow, s.readyFrom.Load()).Query(func(rows pgx.Rows) error {
+		var pid int64
+		var caught bool
+		_, err := pgx.ForEachRow(rows, []any{&pid, &caught}, func() error {
+			read, last = read+1, max(last, pid)
+			if caught {
+				stale = append(stale, pid)
+			}
+			return nil
+		})
 		return err
 	})
 	// One implicit transaction: the batch ends in one Sync.
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return st, fmt.Errorf("sweep: %w", classify(err))
 	}
+	if read < readyWindow {
+		last = 0 // the end of the set: the next window starts over
+	}
+	s.readyFrom.Store(last)
+	// Back at once while windows are mostly stale (a burst to trim), not
+	// through a set of partitions that are simply ready.
 	st.More = st.DedupSets == sweepStep*10 || st.Holds == sweepStep*10 || len(cands) == sweepStep*10 ||
-		len(stale) == sweepStep*10
+		(read == readyWindow && len(stale) >= readyWindow/2)
 	if len(stale) > 0 {
 		var err error
 		if st.Ready, err = s.trimReady(ctx, stale); err != nil {

@@ -53,8 +53,8 @@ var popCandidatesSQL = popScan(heldEnd(`p.next_offset`), somePartitions)
 
 const (
 	// anyPartition is the condition of a scan over the ready set's rows y
-	// (readyCursors).
-	anyPartition = `y.queue_id = $1 AND c.group_name = $2 AND $3::bigint = 0`
+	// (readyCursors, whose cursors are group $2's).
+	anyPartition = `y.queue_id = $1 AND $3::bigint = 0`
 	onePartition = `c.partition_id = $3 AND c.group_name = $2 AND c.queue_id = $1`
 	// somePartitions leaves out the queue (its ids are the queue's): with
 	// "c.queue_id = $1" a generic plan read every cursor of the group
@@ -112,15 +112,23 @@ func cursorReady(end string) string {
 // that may have messages, not the queue's.
 func groupMayPop(qid, group string) string {
 	return `EXISTS (
-        SELECT 1 FROM ` + readyCursors + `
-        WHERE y.queue_id = ` + qid + ` AND c.group_name = ` + group + ` AND ` + cursorReady(`p.next_offset`) + `)`
+        SELECT 1 FROM ` + readyCursors(group) + `
+        WHERE y.queue_id = ` + qid + ` AND ` + cursorReady(`p.next_offset`) + `)`
 }
 
 // readyCursors joins the ready set's rows y to their partitions p and
-// cursors c: the cursors a scan of a whole group reads. A cursor missing
-// from it is at its partition's end (the invariant of ready.go).
-const readyCursors = `comb_ready y JOIN comb_cursors c ON c.partition_id = y.partition_id
+// group's cursors c: the cursors a scan of a whole group reads. A cursor
+// missing from it is at its partition's end (the invariant of ready.go).
+// The cursor comes from a subquery PostgreSQL cannot pull up (OFFSET 0),
+// so that it is read by key from each row: as a join, the planner without
+// statistics started from the group's cursors, all of them, and looked
+// each one up in the set (TestHotPlansByKey).
+func readyCursors(group string) string {
+	return `comb_ready y
+        CROSS JOIN LATERAL (SELECT c.* FROM comb_cursors c
+            WHERE c.partition_id = y.partition_id AND c.group_name = ` + group + ` OFFSET 0) c
         JOIN comb_partitions p ON p.id = y.partition_id`
+}
 
 // popOne is the statement of a pop that names its partition: cand claims
 // its one cursor, and it reports no other partitions.
@@ -145,7 +153,7 @@ WITH cand AS (
 func popScan(end, where string) string {
 	from := `comb_cursors c JOIN comb_partitions p ON p.id = c.partition_id`
 	if where == anyPartition {
-		from = readyCursors
+		from = readyCursors(`$2`)
 	}
 	return fmt.Sprintf(`
 WITH ready AS MATERIALIZED (
@@ -310,17 +318,18 @@ func (s *Store) PopReport(ctx context.Context, req domain.PopParams) (domain.Pop
 	// An auto-ack pop that may have to give back keeps its transaction
 	// open for the give-back; every other pop commits in the same batch.
 	open := req.AutoAck && req.MaxBytes > 0
+	// Every pop statement reads by key: a named partition's cursor, the
+	// candidates', or those of the ready set's rows (readyCursors), which a
+	// hash join would otherwise read every cursor of the group to match.
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	if keyed {
-		b.Queue(keyedPlansSQL)
-	}
+	b.Queue(keyedPlansSQL)
 	b.Queue(sql, args...)
 	if !open {
 		b.Queue("COMMIT")
 	}
 	br := conn.SendBatch(ctx, b)
-	out, pids, leases, rep, err := readPop(br, keyed, maxN)
+	out, pids, leases, rep, err := readPop(br, maxN)
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
@@ -366,15 +375,13 @@ func (s *Store) PopReport(ctx context.Context, req domain.PopParams) (domain.Pop
 
 // readPop reads the pop statement's rows: the messages, the partition id
 // of each, the ranges leased, and the report of ready partitions.
-func readPop(br pgx.BatchResults, keyed bool, maxN int) ([]domain.Message, []int64, []leasedRange, readyReport, error) {
+func readPop(br pgx.BatchResults, maxN int) ([]domain.Message, []int64, []leasedRange, readyReport, error) {
 	var rep readyReport
 	if _, err := br.Exec(); err != nil { // BEGIN
 		return nil, nil, nil, rep, err
 	}
-	if keyed {
-		if _, err := br.Exec(); err != nil { // keyedPlansSQL
-			return nil, nil, nil, rep, err
-		}
+	if _, err := br.Exec(); err != nil { // keyedPlansSQL
+		return nil, nil, nil, rep, err
 	}
 	rows, err := br.Query()
 	if err != nil {

@@ -37,15 +37,21 @@ func (s *Store) AnyReady(ctx context.Context, checks []domain.ReadyCheck) ([]boo
 	for i, c := range checks {
 		tenants[i], queues[i], groups[i], parts[i] = c.Queue.Tenant, c.Queue.Name, c.Group, c.Partition
 	}
-	rows, err := s.pool.Query(ctx, anyReadySQL, tenants, queues, groups, parts)
-	if err != nil {
-		return nil, fmt.Errorf("ready: %w", classify(err))
-	}
+	// By key, as a pop reads (keyedPlansSQL): the ready set's rows, then
+	// each one's cursor of the group.
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(keyedPlansSQL)
 	var i int64
-	if _, err := pgx.ForEachRow(rows, []any{&i}, func() error {
-		out[i-1] = true
-		return nil
-	}); err != nil {
+	b.Queue(anyReadySQL, tenants, queues, groups, parts).Query(func(rows pgx.Rows) error {
+		_, err := pgx.ForEachRow(rows, []any{&i}, func() error {
+			out[i-1] = true
+			return nil
+		})
+		return err
+	})
+	b.Queue("COMMIT")
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("ready: %w", classify(err))
 	}
 	return out, nil
@@ -89,13 +95,20 @@ const caughtUp = `NOT EXISTS (
         SELECT 1 FROM comb_cursors c
         WHERE c.partition_id = p.id AND greatest(c.committed, p.low_offset) < p.next_offset)`
 
-// staleReadySQL finds at most $1 ready rows whose partitions are caught
-// up, for trimReady. It runs in the sweep's batch, so that a quiet ready
-// set costs no transaction of its own.
+// staleReadySQL reads a window of at most $1 ready rows, in partition id
+// order after $2, and says of each whether its partition is caught up
+// (trimReady takes those). It runs in the sweep's batch, so that a quiet
+// ready set costs no transaction of its own, and its windows go round the
+// set, so that a sweep's cost is bounded however many partitions are
+// ready.
 const staleReadySQL = `
-SELECT r.partition_id FROM comb_ready r JOIN comb_partitions p ON p.id = r.partition_id
-WHERE ` + caughtUp + `
-LIMIT $1`
+SELECT w.partition_id, ` + caughtUp + `
+FROM (SELECT r.partition_id FROM comb_ready r WHERE r.partition_id > $2
+      ORDER BY r.partition_id LIMIT $1) w
+JOIN comb_partitions p ON p.id = w.partition_id`
+
+// readyWindow is the most ready rows one sweep reads.
+var readyWindow = 10000
 
 // The trim's two statements. The first locks the rows and their
 // partitions, skipping what another transaction holds (a push holds its

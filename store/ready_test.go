@@ -334,3 +334,46 @@ func TestTrimReadySet(t *testing.T) {
 	require.NoError(t, st.Delete(ctx, domain.Global("q")))
 	require.Zero(t, count(t, st, `SELECT count(*) FROM comb_ready`))
 }
+
+// A sweep reads one window of the ready set and the next sweep the next
+// one, round the set: its cost is bounded however many partitions are
+// ready, and a caught-up partition anywhere is trimmed within a round.
+// Not parallel: the window is the package's.
+func TestTrimReadySetWindows(t *testing.T) {
+	store.SetReadyWindow(t, 8)
+	st := newStore(t)
+	ctx := ctxT(t)
+	for i := range 30 {
+		pushN(t, st, "q", fmt.Sprintf("p%02d", i), 0, 1)
+	}
+	// Nothing reads them: every window is stale, and one sweepAll goes
+	// through all four back to back.
+	require.Equal(t, int64(30), sweepAll(t, st))
+
+	for i := range 30 {
+		pushN(t, st, "q", fmt.Sprintf("p%02d", i), 1, 1)
+	}
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Group: "g", Max: 100, Partitions: 30, From: domain.Start{Kind: domain.StartAll}})
+	require.NoError(t, err)
+	require.Len(t, ms, 60)
+	// Every partition is ready: a sweep reads one window, trims nothing
+	// and does not come back at once.
+	s, err := st.Sweep(ctx)
+	require.NoError(t, err)
+	require.Zero(t, s.Ready)
+	require.False(t, s.More)
+	// p29 caught up, the last window's: found within one round.
+	for _, m := range ms {
+		if m.Partition == "p29" && m.Offset == 1 {
+			ack(t, st, "q", "g", domain.Ack{Partition: m.Partition, Offset: m.Offset, Lease: m.Lease})
+		}
+	}
+	var trimmed int64
+	for range 4 {
+		s, err := st.Sweep(ctx)
+		require.NoError(t, err)
+		trimmed += s.Ready
+	}
+	require.Equal(t, int64(1), trimmed)
+	require.Equal(t, 29, count(t, st, `SELECT count(*) FROM comb_ready`))
+}

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -91,7 +92,10 @@ type Store struct {
 	reserved  []int64    // partition ids taken from the sequence, not used yet
 
 	slotsMu sync.Mutex // held through a round of slot maintenance
-	slots   slotState
+	// readyFrom is where the sweeper's next window of the ready set
+	// starts (staleReadySQL).
+	readyFrom atomic.Int64
+	slots     slotState
 
 	dedup *dedupCache // the dedup sets of the partitions pushed to (dedup.go)
 }
