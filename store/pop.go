@@ -119,15 +119,18 @@ func groupMayPop(qid, group string) string {
 // readyCursors joins the ready set's rows y to their partitions p and
 // group's cursors c: the cursors a scan of a whole group reads. A cursor
 // missing from it is at its partition's end (the invariant of ready.go).
-// The cursor comes from a subquery PostgreSQL cannot pull up (OFFSET 0),
-// so that it is read by key from each row: as a join, the planner without
+// The cursor and the partition come from subqueries PostgreSQL cannot
+// pull up (OFFSET 0), so that both are read by key from each row, the set
+// first whatever the statistics say. As joins, a generic plan made without
 // statistics started from the group's cursors, all of them, and looked
-// each one up in the set (TestHotPlansByKey).
+// each one up in the set (TestHotPlansByKey); one made while the set held
+// every partition (just after a million were created) read every
+// partition, and kept doing so on its connection once the set was small.
 func readyCursors(group string) string {
 	return `comb_ready y
         CROSS JOIN LATERAL (SELECT c.* FROM comb_cursors c
             WHERE c.partition_id = y.partition_id AND c.group_name = ` + group + ` OFFSET 0) c
-        JOIN comb_partitions p ON p.id = y.partition_id`
+        CROSS JOIN LATERAL (SELECT p.* FROM comb_partitions p WHERE p.id = y.partition_id OFFSET 0) p`
 }
 
 // popOne is the statement of a pop that names its partition: cand claims
