@@ -972,7 +972,7 @@ type Stats struct {
 	PopStoreCalls int64
 	WaiterChecks  int64
 	// PopScans counts the pops' store calls that read every cursor of
-	// their group: the others find cursors by key.
+	// their group in the ready set: the others find cursors by key.
 	PopScans int64
 	// PopHandoffs counts the waiting pops that a push answered with what
 	// it stored, leased in its own transaction (handoff.go).

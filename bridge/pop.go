@@ -96,8 +96,12 @@ type claimKey struct{ group, partition string }
 // maxCandidates bounds the partitions a group's mark collects before it is
 // cheaper to read every cursor once more. A pop of the candidates finds
 // each cursor by key in one statement, a few microseconds of PostgreSQL's
-// time apiece, where reading every cursor costs that per partition of the
-// queue; a wake-up names at most as many.
+// time apiece, where reading every cursor costs that per partition in the
+// queue's ready set (store/ready.go: the partitions where some group may
+// have messages, not all of them); a wake-up names at most as many.
+//
+// "Every cursor", here and below, is every cursor of the group in the
+// ready set: any other is at its partition's end.
 const maxCandidates = maxWakeTargets
 
 // emptyMark is when a group's pop last found nothing, and which partitions

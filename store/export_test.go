@@ -76,3 +76,10 @@ func SetReadyWindow(t interface{ Cleanup(func()) }, n int) {
 	readyWindow = n
 	t.Cleanup(func() { readyWindow = old })
 }
+
+// SetReadyVacuumAt changes readyVacuumAt until the test ends.
+func SetReadyVacuumAt(t interface{ Cleanup(func()) }, n int64) {
+	old := readyVacuumAt
+	readyVacuumAt = n
+	t.Cleanup(func() { readyVacuumAt = old })
+}

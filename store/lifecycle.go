@@ -172,6 +172,9 @@ func (s *Store) Sweep(ctx context.Context) (SweepStats, error) {
 		if st.Ready, err = s.trimReady(ctx, stale); err != nil {
 			return st, err
 		}
+		if st.ReadyVacuumed, err = s.vacuumReadyIfDue(ctx, st.Ready); err != nil {
+			return st, err
+		}
 	}
 	for _, c := range cands {
 		var segs, msgs, bytes int64

@@ -377,3 +377,34 @@ func TestTrimReadySetWindows(t *testing.T) {
 	require.Equal(t, int64(1), trimmed)
 	require.Equal(t, 29, count(t, st, `SELECT count(*) FROM comb_ready`))
 }
+
+// Once enough rows were trimmed, a sweep vacuums the ready set itself: its
+// dead tuples go, not a minute later when autovacuum looks. Not parallel:
+// the threshold is the package's.
+func TestSweepVacuumsTheReadySet(t *testing.T) {
+	store.SetReadyVacuumAt(t, 5)
+	st := newStore(t)
+	ctx := ctxT(t)
+	vacuums := func() int64 {
+		var n int64
+		require.NoError(t, st.Pool().QueryRow(ctx,
+			`SELECT coalesce(vacuum_count, 0) FROM pg_stat_user_tables WHERE relid = 'comb_ready'::regclass`).Scan(&n))
+		return n
+	}
+	before := vacuums()
+	for i := range 3 {
+		pushN(t, st, "q", fmt.Sprintf("p%d", i), 0, 1)
+	}
+	s, err := st.Sweep(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(3), s.Ready)
+	require.False(t, s.ReadyVacuumed, "3 rows trimmed, under the threshold")
+	for i := range 3 {
+		pushN(t, st, "q", fmt.Sprintf("p%d", i), 1, 1)
+	}
+	s, err = st.Sweep(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(3), s.Ready)
+	require.True(t, s.ReadyVacuumed, "6 rows trimmed")
+	require.Eventually(t, func() bool { return vacuums() > before }, 10*time.Second, 50*time.Millisecond)
+}

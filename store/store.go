@@ -95,6 +95,9 @@ type Store struct {
 	// readyFrom is where the sweeper's next window of the ready set
 	// starts (staleReadySQL).
 	readyFrom atomic.Int64
+	// readyTrimmed counts the ready rows trimmed since the sweeper last
+	// vacuumed the set (vacuumReadyIfDue).
+	readyTrimmed atomic.Int64
 	slots     slotState
 
 	dedup *dedupCache // the dedup sets of the partitions pushed to (dedup.go)

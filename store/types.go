@@ -69,6 +69,9 @@ type SweepStats struct {
 	// Ready counts the partitions taken out of the ready set, every
 	// cursor there at its end (ready.go).
 	Ready int64
+	// ReadyVacuumed says the sweep vacuumed the ready set (enough rows
+	// trimmed since the last time, vacuumReadyIfDue).
+	ReadyVacuumed bool
 	// Slots is what slot maintenance did (see slots.go).
 	Slots SlotStats
 	// More is set when a bound stopped the sweep before it was done.
