@@ -142,13 +142,20 @@ func (s *Store) Sweep(ctx context.Context) (SweepStats, error) {
 	// A window of the ready set, after where the last one ended: a sweep
 	// reads at most readyWindow rows however many partitions are ready.
 	var stale []int64
-	read, last := 0, int64(0)
+	read, caughtUp, last := 0, 0, int64(0)
 	b.Queue(staleReadySQL, readyWindow, s.readyFrom.Load()).Query(func(rows pgx.Rows) error {
-		var pid int64
+		var pid, next int64
 		var caught bool
-		_, err := pgx.ForEachRow(rows, []any{&pid, &caught}, func() error {
+		s.readyMu.Lock()
+		defer s.readyMu.Unlock()
+		_, err := pgx.ForEachRow(rows, []any{&pid, &caught, &next}, func() error {
 			read, last = read+1, max(last, pid)
-			if caught {
+			if !caught {
+				delete(s.readySeen, pid)
+				return nil
+			}
+			caughtUp++
+			if s.readySeenAgain(pid, next) {
 				stale = append(stale, pid)
 			}
 			return nil
@@ -163,10 +170,10 @@ func (s *Store) Sweep(ctx context.Context) (SweepStats, error) {
 		last = 0 // the end of the set: the next window starts over
 	}
 	s.readyFrom.Store(last)
-	// Back at once while windows are mostly stale (a burst to trim), not
-	// through a set of partitions that are simply ready.
+	// Back at once while windows are mostly caught up (a burst to trim),
+	// not through a set of partitions that are simply ready.
 	st.More = st.DedupSets == sweepStep*10 || st.Holds == sweepStep*10 || len(cands) == sweepStep*10 ||
-		(read == readyWindow && len(stale) >= readyWindow/2)
+		(read == readyWindow && caughtUp >= readyWindow/2)
 	if len(stale) > 0 {
 		var err error
 		if st.Ready, err = s.trimReady(ctx, stale); err != nil {
@@ -330,13 +337,22 @@ func (s *Store) Seek(ctx context.Context, req domain.SeekParams) (int, error) {
 			return err
 		}
 		var err error
+		// The cursors locked in partition order first, as acks and a
+		// push's hand-offs lock them: in the order the UPDATE happened to
+		// meet them, a seek beside acks deadlocked
+		// (TestReadySetCoversReadyCursors).
 		tag, err = tx.Exec(ctx, `
+			WITH l AS (
+			    SELECT c.partition_id FROM comb_cursors c JOIN comb_partitions p ON p.id = c.partition_id
+			    WHERE c.queue_id = $1 AND c.group_name = $2 AND ($3 = '' OR p.name = $3)
+			    ORDER BY c.partition_id
+			    FOR UPDATE OF c
+			)
 			UPDATE comb_cursors c SET committed = `+start+`,
 			       lease_id = NULL, lease_until = NULL, lease_from = NULL, lease_upto = NULL,
 			       attempts = 0, delivered_upto = -1
-			FROM comb_partitions p
-			WHERE p.id = c.partition_id AND c.queue_id = $1 AND c.group_name = $2
-			  AND ($3 = '' OR p.name = $3)`, args...)
+			FROM l, comb_partitions p
+			WHERE c.partition_id = l.partition_id AND c.group_name = $2 AND p.id = c.partition_id`, args...)
 		return err
 	})
 	if err != nil {

@@ -96,16 +96,45 @@ const caughtUp = `NOT EXISTS (
         WHERE c.partition_id = p.id AND greatest(c.committed, p.low_offset) < p.next_offset)`
 
 // staleReadySQL reads a window of at most $1 ready rows, in partition id
-// order after $2, and says of each whether its partition is caught up
-// (trimReady takes those). It runs in the sweep's batch, so that a quiet
+// order after $2, and says of each whether its partition is caught up,
+// and at which end (readySeenAgain, then trimReady). It runs in the sweep's batch, so that a quiet
 // ready set costs no transaction of its own, and its windows go round the
 // set, so that a sweep's cost is bounded however many partitions are
 // ready.
 const staleReadySQL = `
-SELECT w.partition_id, ` + caughtUp + `
+SELECT w.partition_id, ` + caughtUp + `, p.next_offset
 FROM (SELECT r.partition_id FROM comb_ready r WHERE r.partition_id > $2
       ORDER BY r.partition_id LIMIT $1) w
 JOIN comb_partitions p ON p.id = w.partition_id`
+
+// readySeenAgain says whether the sweeper may trim partition pid, caught
+// up at next: only on a second look that finds it caught up at the same
+// end, with no push between the two (a round of windows apart, a sweep
+// interval when the set fits one window). A partition that takes pushes
+// all the time, and whose consumers keep up, would otherwise lose its row
+// on every sweep and have the next push insert it again, and the trim's
+// lock on the partition row would hold that push up: at 1,000 one-message
+// pushes a second, the push round trip grew by up to 0.3 ms
+// (docs/benchmarks.md, "A ready set in PostgreSQL"). Past readySeenMax
+// partitions remembered it trims at the first look. readyMu is held.
+func (s *Store) readySeenAgain(pid, next int64) bool {
+	if v, ok := s.readySeen[pid]; ok && v == next {
+		delete(s.readySeen, pid)
+		return true
+	}
+	if len(s.readySeen) >= readySeenMax {
+		return true
+	}
+	if s.readySeen == nil {
+		s.readySeen = map[int64]int64{}
+	}
+	s.readySeen[pid] = next
+	return false
+}
+
+// readySeenMax bounds the partitions the sweeper remembers between its two
+// looks (about 40 bytes each).
+const readySeenMax = 200000
 
 // readyWindow is the most ready rows one sweep reads.
 var readyWindow = 10000

@@ -98,6 +98,10 @@ type Store struct {
 	// readyTrimmed counts the ready rows trimmed since the sweeper last
 	// vacuumed the set (vacuumReadyIfDue).
 	readyTrimmed atomic.Int64
+	// readySeen is the end at which the sweeper last saw each caught-up
+	// ready partition that it has not trimmed yet (readySeenAgain).
+	readyMu   sync.Mutex
+	readySeen map[int64]int64
 	slots     slotState
 
 	dedup *dedupCache // the dedup sets of the partitions pushed to (dedup.go)
