@@ -70,8 +70,8 @@ func (s *Store) AnyReady(ctx context.Context, checks []domain.ReadyCheck) ([]boo
 //   - a seek (Seek).
 //
 // Everything else only moves cursors forward. The sweeper alone deletes
-// rows (trimReadySQL). Each writer takes the rows in partition id order,
-// so that two of them never wait on each other in a cycle.
+// rows (trimReady). Each writer takes the rows in partition id order, so
+// that two of them never wait on each other in a cycle.
 
 // markReadySQL upserts the ready rows of queue $1's partitions whose end
 // is past start (an expression of p, startExpr), narrowed by where (SQL
@@ -97,10 +97,10 @@ const caughtUp = `NOT EXISTS (
 
 // staleReadySQL reads a window of at most $1 ready rows, in partition id
 // order after $2, and says of each whether its partition is caught up,
-// and at which end (readySeenAgain, then trimReady). It runs in the sweep's batch, so that a quiet
-// ready set costs no transaction of its own, and its windows go round the
-// set, so that a sweep's cost is bounded however many partitions are
-// ready.
+// and at which end (readySeenAgain, then trimReady). It runs in the
+// sweep's batch, so that a quiet ready set costs no transaction of its
+// own, and its windows go round the set, so that a sweep's cost is
+// bounded however many partitions are ready.
 const staleReadySQL = `
 SELECT w.partition_id, ` + caughtUp + `, p.next_offset
 FROM (SELECT r.partition_id FROM comb_ready r WHERE r.partition_id > $2
