@@ -8,7 +8,8 @@
 # with the broker's PostgreSQL, built from NEW_REV's tree (the command
 # prints "-" for what a revision lacks). Prints each run's line; full
 # output under $OUT (default ./out/scale-ab). NATS_PORT and PG_PORT move
-# the broker's ports (24222 and 25433).
+# the broker's ports (24222 and 25433). SCALE_FLAGS adds flags to every
+# run, e.g. SCALE_FLAGS="-settle 5s".
 set -euo pipefail
 base=$1 new=$2
 shift 2
@@ -39,7 +40,7 @@ run() { # rev size index
 	printf '%s run %d: ' "$rev" "$i"
 	"$out/scale" -nats "nats://127.0.0.1:$nats_port" \
 		-postgres-url "postgres://postgres@127.0.0.1:$pg_port/comb?sslmode=disable&passfile=$data/postgres/comb-password" \
-		-partitions "$size" -ready-pct 1 -pops 300 -broker-pid $pid 2>>"$out/scale-$rev-$size-$i.err" || echo "scale failed, see $out/scale-$rev-$size-$i.err"
+		-partitions "$size" -ready-pct 1 -pops 300 -broker-pid $pid ${SCALE_FLAGS:-} 2>>"$out/scale-$rev-$size-$i.err" || echo "scale failed, see $out/scale-$rev-$size-$i.err"
 	kill -INT $pid; wait $pid || true
 	rm -rf "$data"
 }

@@ -35,6 +35,7 @@ func main() {
 	readyPct := flag.Float64("ready-pct", 1, "percent of the partitions given messages before the timed pops")
 	pops := flag.Int("pops", 300, "timed pops")
 	brokerPID := flag.Int("broker-pid", 0, "the broker's process, for its RSS (optional)")
+	settle := flag.Duration("settle", 0, "wait this long after the last push before the timed pops (the sweeper trims the ready set meanwhile)")
 	flag.Parse()
 	ctx := context.Background()
 	nc, err := nats.Connect(*natsURL)
@@ -88,6 +89,7 @@ func main() {
 		}
 	}
 	push(ids)
+	time.Sleep(*settle)
 	readyBefore := readyRows(ctx, *pgURL)
 	lat := make([]time.Duration, 0, *pops)
 	for range *pops {
