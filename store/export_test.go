@@ -83,3 +83,11 @@ func SetReadyVacuumAt(t interface{ Cleanup(func()) }, n int64) {
 	readyVacuumAt = n
 	t.Cleanup(func() { readyVacuumAt = old })
 }
+
+// ReadySeen is how many partitions the sweeper remembers between its two
+// looks (readySeenAgain).
+func (s *Store) ReadySeen() int {
+	s.readyMu.Lock()
+	defer s.readyMu.Unlock()
+	return len(s.readySeen)
+}

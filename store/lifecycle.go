@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -141,15 +142,17 @@ func (s *Store) Sweep(ctx context.Context) (SweepStats, error) {
 	})
 	// A window of the ready set, after where the last one ended: a sweep
 	// reads at most readyWindow rows however many partitions are ready.
-	var stale []int64
+	var stale, window []int64
 	read, caughtUp, last := 0, 0, int64(0)
-	b.Queue(staleReadySQL, readyWindow, s.readyFrom.Load()).Query(func(rows pgx.Rows) error {
+	from := s.readyFrom.Load()
+	b.Queue(staleReadySQL, readyWindow, from).Query(func(rows pgx.Rows) error {
 		var pid, next int64
 		var caught bool
 		s.readyMu.Lock()
 		defer s.readyMu.Unlock()
 		_, err := pgx.ForEachRow(rows, []any{&pid, &caught, &next}, func() error {
 			read, last = read+1, max(last, pid)
+			window = append(window, pid)
 			if !caught {
 				delete(s.readySeen, pid)
 				return nil
@@ -166,10 +169,12 @@ func (s *Store) Sweep(ctx context.Context) (SweepStats, error) {
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return st, fmt.Errorf("sweep: %w", classify(err))
 	}
+	end := last
 	if read < readyWindow {
-		last = 0 // the end of the set: the next window starts over
+		end, last = math.MaxInt64, 0 // the end of the set: the next window starts over
 	}
 	s.readyFrom.Store(last)
+	s.forgetUnseen(from, end, window)
 	// Back at once while windows are mostly caught up (a burst to trim),
 	// not through a set of partitions that are simply ready.
 	st.More = st.DedupSets == sweepStep*10 || st.Holds == sweepStep*10 || len(cands) == sweepStep*10 ||

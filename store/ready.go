@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -130,6 +131,22 @@ func (s *Store) readySeenAgain(pid, next int64) bool {
 	}
 	s.readySeen[pid] = next
 	return false
+}
+
+// forgetUnseen forgets the partitions the sweeper remembered in the range
+// (from, end] of a window that no longer has their rows (window: the ids
+// it read, which it sorts): a queue's delete took them along.
+func (s *Store) forgetUnseen(from, end int64, window []int64) {
+	slices.Sort(window) // the join may not keep the window's order
+	s.readyMu.Lock()
+	defer s.readyMu.Unlock()
+	for pid := range s.readySeen {
+		if pid > from && pid <= end {
+			if _, ok := slices.BinarySearch(window, pid); !ok {
+				delete(s.readySeen, pid)
+			}
+		}
+	}
 }
 
 // readySeenMax bounds the partitions the sweeper remembers between its two

@@ -439,3 +439,21 @@ func TestSweepVacuumsTheReadySet(t *testing.T) {
 	require.True(t, vacuumed, "6 rows trimmed")
 	require.Eventually(t, func() bool { return vacuums() > before }, 10*time.Second, 50*time.Millisecond)
 }
+
+// A deleted queue's partitions leave the sweeper's memory between its
+// looks with their rows: the next window over their ids forgets them.
+func TestSweeperForgetsDeletedPartitions(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx := ctxT(t)
+	for i := range 5 {
+		pushN(t, st, "gone", fmt.Sprintf("p%d", i), 0, 1)
+	}
+	_, err := st.Sweep(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 5, st.ReadySeen(), "seen once, caught up (no group)")
+	require.NoError(t, st.Delete(ctx, domain.Global("gone")))
+	_, err = st.Sweep(ctx)
+	require.NoError(t, err)
+	require.Zero(t, st.ReadySeen())
+}
