@@ -76,17 +76,18 @@ func (s *Store) AnyReady(ctx context.Context, checks []domain.ReadyCheck) ([]boo
 
 // markReadySQL upserts the ready rows of queue $1's partitions whose end
 // is past start (an expression of p, startExpr), narrowed by where (SQL
-// starting with " AND", or ""). On a row that exists it updates the
-// stamp: that takes the row's lock, so it waits for a trim that holds it
-// and then inserts the row anew (trimReady). $2 is the group, so that its
-// parameter has a type in every caller.
+// starting with " AND", or ""). On a row that exists it updates it to
+// what it was: the update takes the row's lock, so it waits for a trim
+// that holds it and then inserts the row anew (trimReady), where DO
+// NOTHING would not wait. $2 is the group, so that its parameter has a
+// type in every caller.
 func markReadySQL(start, where string) string {
 	return `
 		INSERT INTO comb_ready (partition_id, queue_id)
 		SELECT p.id, p.queue_id FROM comb_partitions p
 		WHERE p.queue_id = $1 AND $2::text <> '' AND p.next_offset > ` + start + where + `
 		ORDER BY p.id
-		ON CONFLICT (partition_id) DO UPDATE SET stamp = comb_ready.stamp + 1`
+		ON CONFLICT (partition_id) DO UPDATE SET queue_id = EXCLUDED.queue_id`
 }
 
 // caughtUp is the condition of a partition p whose every cursor is at its

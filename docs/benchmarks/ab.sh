@@ -21,22 +21,14 @@
 # listener lack the flag), and SCRAPE_EVERY (seconds) then has a curl loop
 # fetch its /metrics that often during each run, as metrics-ab.sh does.
 set -euo pipefail
-base=$1 new=$2
-shift 2
-runs=2
-if [ $# -gt 0 ] && [ "$1" != "--" ]; then runs=$1; shift; fi
-[ "${1:-}" = "--" ] && shift
-flags=("$@")
+. "$(dirname "$0")/ablib.sh"
+ab_runs=2 ab_parse_args "$@"
+flags=("${rest[@]}")
 [ ${#flags[@]} -gt 0 ] || flags=(-mode closed -pacers 64 -pop-partitions 4 -pop-batch 400 -duration 60s)
 top=$(git rev-parse --show-toplevel)
 out=${OUT:-$top/out/ab}
 mkdir -p "$out"
-for rev in "$base" "$new"; do
-	dir=$(mktemp -d -t comb-ab.XXXXXX)
-	git -C "$top" worktree add -q --detach "$dir" "$rev"
-	(cd "$dir" && go build -o "$out/comb-$rev" ./cmd/comb)
-	git -C "$top" worktree remove --force "$dir"
-done
+for rev in "$base" "$new"; do ab_build "$out" "$rev"; done
 nats_port=${NATS_PORT:-24222} pg_port=${PG_PORT:-25433} http_port=${HTTP_PORT:-}
 # The private cluster wants its password (docs/security.md); passfile names
 # it, and a revision from before passwords ignores the missing file.
@@ -53,8 +45,7 @@ run() { # side rev index
 	[ -z "$http_port" ] || serve+=(-http 127.0.0.1:$http_port)
 	"${serve[@]}" >"$log" 2>&1 &
 	local pid=$!
-	for _ in $(seq 300); do grep -q 'comb ready' "$log" && break; sleep 0.2; done
-	grep -q 'comb ready' "$log" || { echo "serve $rev did not start"; cat "$log"; kill $pid; exit 1; }
+	ab_wait_ready "$log" $pid "$rev"
 	local scraper=
 	if [ -n "$http_port" ] && [ -n "${SCRAPE_EVERY:-}" ]; then
 		(while kill -0 $pid 2>/dev/null; do

@@ -11,23 +11,15 @@
 # the broker's ports (24222 and 25433). SCALE_FLAGS adds flags to every
 # run, e.g. SCALE_FLAGS="-settle 5s".
 set -euo pipefail
-base=$1 new=$2
-shift 2
-runs=1
-if [ $# -gt 0 ] && [ "$1" != "--" ]; then runs=$1; shift; fi
-[ "${1:-}" = "--" ] && shift
-sizes=("$@")
+. "$(dirname "$0")/ablib.sh"
+ab_runs=1 ab_parse_args "$@"
+sizes=("${rest[@]}")
 [ ${#sizes[@]} -gt 0 ] || sizes=(200 1000000)
 top=$(git rev-parse --show-toplevel)
 out=${OUT:-$top/out/scale-ab}
 mkdir -p "$out"
-for rev in "$base" "$new"; do
-	dir=$(mktemp -d -t comb-scale-ab.XXXXXX)
-	git -C "$top" worktree add -q --detach "$dir" "$rev"
-	(cd "$dir" && go build -o "$out/comb-$rev" ./cmd/comb)
-	[ "$rev" != "$new" ] || (cd "$dir" && go build -o "$out/scale" ./docs/benchmarks/scale)
-	git -C "$top" worktree remove --force "$dir"
-done
+ab_build "$out" "$base"
+ab_build "$out" "$new" ./docs/benchmarks/scale scale
 nats_port=${NATS_PORT:-24222} pg_port=${PG_PORT:-25433}
 run() { # rev size index
 	local rev=$1 size=$2 i=$3 data log
@@ -35,8 +27,7 @@ run() { # rev size index
 	log="$out/serve-$rev-$size-$i.log"
 	"$out/comb-$rev" serve -data-dir "$data" -nats-listen 127.0.0.1:$nats_port -nats-http 0 -pg-port $pg_port >"$log" 2>&1 &
 	local pid=$!
-	for _ in $(seq 300); do grep -q 'comb ready' "$log" && break; sleep 0.2; done
-	grep -q 'comb ready' "$log" || { echo "serve $rev did not start"; cat "$log"; kill $pid; exit 1; }
+	ab_wait_ready "$log" $pid "$rev"
 	printf '%s run %d: ' "$rev" "$i"
 	"$out/scale" -nats "nats://127.0.0.1:$nats_port" \
 		-postgres-url "postgres://postgres@127.0.0.1:$pg_port/comb?sslmode=disable&passfile=$data/postgres/comb-password" \

@@ -7,7 +7,7 @@
 -- commit, each partition with a cursor short of its next_offset has a row.
 -- A push inserts its partitions' rows (ON CONFLICT DO NOTHING, under the
 -- partition rows' locks it already holds); a new group or a seek that moves
--- cursors back upserts them, bumping stamp, which takes the row's lock.
+-- cursors back upserts them, and the update takes the row's lock.
 -- Only the sweeper deletes rows: it locks them and their partition rows
 -- (SKIP LOCKED: it never waits on a push), then deletes those whose every
 -- cursor has reached its end, seen in a snapshot taken after the locks.
@@ -15,8 +15,7 @@
 -- missing.
 CREATE TABLE comb_ready (
     partition_id  bigint PRIMARY KEY,
-    queue_id      bigint NOT NULL,
-    stamp         bigint NOT NULL DEFAULT 0
+    queue_id      bigint NOT NULL
 ) WITH (autovacuum_vacuum_scale_factor = 0.0, autovacuum_vacuum_threshold = 1000,
         autovacuum_vacuum_cost_delay = 0);
 CREATE INDEX comb_ready_queue ON comb_ready (queue_id);
