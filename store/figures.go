@@ -34,9 +34,11 @@ type GroupFigures struct {
 }
 
 // groupFiguresSQL reads every group's figures in one statement: one pass
-// over the cursors, and for each cursor with a backlog one probe of the
-// segments' primary key for the segment that holds its first unsettled
-// offset (a segment is one transaction: its created_at is that message's).
+// over each group's partitions and its cursors there (a group with no
+// cursor on a partition yet is at the oldest retained message,
+// cursorReady), and for each with a backlog one probe of the segments'
+// primary key for the segment that holds its first unsettled offset (a
+// segment is one transaction: its created_at is that message's).
 // Metrics read every queue's groups (groupFiguresSQL); the groups verb
 // reads one queue's (queueGroupsSQL): the same statement, filtered.
 const groupFiguresSelect = `
@@ -47,8 +49,8 @@ SELECT q.tenant, q.name, g.name,
        count(*) FILTER (WHERE c.lease_id IS NOT NULL AND c.lease_until <= now() AND NOT ` + isHeld + `)
 FROM comb_groups g
 JOIN comb_queues q ON q.id = g.queue_id
-LEFT JOIN comb_cursors c ON c.queue_id = g.queue_id AND c.group_name = g.name
-LEFT JOIN comb_partitions p ON p.id = c.partition_id
+LEFT JOIN comb_partitions p ON p.queue_id = g.queue_id
+LEFT JOIN comb_cursors c ON c.partition_id = p.id AND c.group_name = g.name
 LEFT JOIN LATERAL (
     SELECT s.created_at FROM comb_segments s
     WHERE p.next_offset > greatest(c.committed, p.low_offset)
@@ -67,8 +69,8 @@ GROUP BY q.tenant, q.name, g.name
 ORDER BY g.name`
 
 // GroupFigures reads every consumer group's depth, oldest unsettled
-// message and leases, for metrics. Its cost grows with the cursors
-// (partitions times groups): call it every second or so at most.
+// message and leases, for metrics. Its cost grows with partitions times
+// groups: call it every second or so at most.
 func (s *Store) GroupFigures(ctx context.Context, p GroupFiguresParams) ([]GroupFigures, error) {
 	limit := p.Limit
 	if limit <= 0 {

@@ -167,10 +167,11 @@ func (s *Store) reserveIDs(ctx context.Context, n int) ([]int64, error) {
 // batch, in the order createPartitions runs them: the queues' rows FOR KEY
 // SHARE (ordering the creation against a group's, members.go), then the
 // partitions in (queue, name) order so that two pushes creating the same
-// ones wait for each other instead of deadlocking, then their cursors of
-// every existing group. A queue deleted meanwhile gets none (the join),
-// and the push stores nothing there. Each is its own statement, so that
-// the later ones see what committed while the first waited for its locks.
+// ones wait for each other instead of deadlocking. A queue deleted
+// meanwhile gets none (the join), and the push stores nothing there. Each
+// is its own statement, so that the later one sees what committed while
+// the first waited for its locks. No cursor is made: a group's is made by
+// its first pop that finds messages there (makeMissingCursors).
 const (
 	lockFreshQueuesSQL = `SELECT id FROM comb_queues WHERE id = ANY($1) ORDER BY id FOR KEY SHARE`
 	insertFreshSQL     = `
@@ -179,18 +180,6 @@ const (
 		FROM unnest($1::bigint[], $2::bigint[], $3::text[]) AS x(id, qid, name)
 		JOIN comb_queues q ON q.id = x.qid
 		ORDER BY x.qid, x.name
-		ON CONFLICT DO NOTHING`
-	// From the groups: a queue without any (a new one, whose first pushes
-	// make its partitions) costs no lookup of the partitions.
-	insertFreshCursorsSQL = `
-		INSERT INTO comb_cursors (partition_id, group_name, queue_id, committed)
-		SELECT p.id, g.name, p.queue_id, p.low_offset
-		FROM comb_groups g
-		CROSS JOIN LATERAL (
-		    SELECT p.id, p.queue_id, p.low_offset FROM comb_partitions p
-		    WHERE p.id = ANY($1) AND p.queue_id = g.queue_id) p
-		WHERE g.queue_id = ANY($2)
-		ORDER BY p.id, g.name
 		ON CONFLICT DO NOTHING`
 )
 
@@ -212,9 +201,8 @@ func (p *pushPlan) queueFresh(b *pgx.Batch) func(br pgx.BatchResults) error {
 	}
 	b.Queue(lockFreshQueuesSQL, queues)
 	b.Queue(insertFreshSQL, ids, qids, names)
-	b.Queue(insertFreshCursorsSQL, ids, queues)
 	return func(br pgx.BatchResults) error {
-		for range 3 {
+		for range 2 {
 			if _, err := br.Exec(); err != nil {
 				return err
 			}

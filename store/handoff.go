@@ -39,7 +39,10 @@ import (
 // lease ids (leaseID). It runs after allocOffsetsSQL, so the push's first
 // new offset is the partition's new next_offset less $3. It returns, per
 // offer taken, the partition, the group, the transaction's time (the
-// segment's created_at) and how many cursors the partition has.
+// segment's created_at) and how many groups the partition's queue has
+// (not its cursors: a group may have none there yet, makeMissingCursors).
+// An offer to a group without a cursor there is not taken: its pop makes
+// the cursor.
 const handoffSQL = `
 UPDATE comb_cursors c SET
     lease_id       = CASE WHEN x.auto THEN NULL ELSE x.lease END,
@@ -58,7 +61,7 @@ WHERE c.partition_id = x.pid AND c.group_name = x.grp
   AND c.delivered_upto < p.next_offset - x.n
   AND (c.lease_id IS NULL OR c.lease_until < now())
 RETURNING c.partition_id, c.group_name, now(),
-          (SELECT count(*) FROM comb_cursors o WHERE o.partition_id = x.pid)`
+          (SELECT count(*) FROM comb_groups g WHERE g.queue_id = p.queue_id)`
 
 // offerPlan is one offer a push makes: the messages it would hand over
 // (their offsets filled in once the segment's base is known).
@@ -73,7 +76,7 @@ type offerPlan struct {
 
 	taken   bool
 	created time.Time
-	cursors int64
+	groups  int64
 }
 
 // storedIn is what a push stores in one partition: the messages in offset
@@ -209,14 +212,14 @@ func (p *pushPlan) queueOffers(b *pgx.Batch) func(br pgx.BatchResults) error {
 			return err
 		}
 		var (
-			pid, cursors int64
+			pid, ngroups int64
 			group        string
 			created      time.Time
 		)
-		_, err = pgx.ForEachRow(rows, []any{&pid, &group, &created, &cursors}, func() error {
+		_, err = pgx.ForEachRow(rows, []any{&pid, &group, &created, &ngroups}, func() error {
 			for i := range p.offers {
 				if o := &p.offers[i]; o.stored.seg.id == pid && o.group == group {
-					o.taken, o.created, o.cursors = true, created, cursors
+					o.taken, o.created, o.groups = true, created, ngroups
 				}
 			}
 			return nil
@@ -228,7 +231,7 @@ func (p *pushPlan) queueOffers(b *pgx.Batch) func(br pgx.BatchResults) error {
 // handed returns, per offer of the caller's n, what the push leased to
 // it; it runs once the transaction has committed. Every group of a
 // partition took every message the push stored there when the offers
-// taken there are as many as its cursors and none took only some.
+// taken there are as many as its queue's groups and none took only some.
 func (p *pushPlan) handed(n int) []domain.Handed {
 	out := make([]domain.Handed, n)
 	taken := map[int64]int64{}
@@ -250,7 +253,7 @@ func (p *pushPlan) handed(n int) []domain.Handed {
 			o.msgs[k].Lease = o.lease
 			o.msgs[k].CreatedAt = o.created
 		}
-		out[o.at] = domain.Handed{Messages: o.msgs, AllGroups: !some[seg.id] && taken[seg.id] == o.cursors}
+		out[o.at] = domain.Handed{Messages: o.msgs, AllGroups: !some[seg.id] && taken[seg.id] == o.groups}
 	}
 	return out
 }

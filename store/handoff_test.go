@@ -227,3 +227,25 @@ func TestHandedLeaseExpires(t *testing.T) {
 	_, handed = pushOffer(t, st, msgs("q", "p", 4, 1), o)
 	require.Equal(t, []string{"4"}, datas(handed[0].Messages))
 }
+
+// TestPushHandsOffBesideAGroupWithoutCursor: a group with no cursor on the
+// partition yet (cursors are made lazily) has the message to deliver too,
+// so the hand-off to another group does not settle it for all; an offer to
+// that group is not taken, and its pop makes the cursor and gets
+// everything.
+func TestPushHandsOffBesideAGroupWithoutCursor(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx := ctxT(t)
+	caughtUp(t, st, "q", "a", "p")
+	newGroup(t, st, "q", "c", domain.Start{})
+	require.Zero(t, groupCursors(t, st, "q", "c"))
+
+	_, handed := pushOffer(t, st, msgs("q", "p", 1, 1), offer("q", "a", "p", 10), offer("q", "c", "p", 10))
+	require.Len(t, handed[0].Messages, 1)
+	require.False(t, handed[0].AllGroups, "group c has the messages to deliver")
+	require.Empty(t, handed[1].Messages, "c has offset 0 to deliver first")
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Group: "c", Max: 10})
+	require.NoError(t, err)
+	require.Equal(t, []string{"0", "1"}, datas(ms))
+}

@@ -91,7 +91,8 @@ DELETE FROM comb_holds WHERE ctid = ANY(ARRAY(
 
 // retentionCandidatesSQL lists at most $1 partitions that retention may
 // shorten, with their queue's completed_retention_s and max_age_s and the
-// slowest group's committed offset (-1 with no group): those whose oldest
+// slowest group's committed offset (-1 with no group, or with a group that
+// has no cursor there yet: it is at the oldest message): those whose oldest
 // retained segment is older than max_age_s, or older than
 // completed_retention_s with every group past its first offset. It reads
 // each queue's row and, for the queues with retention, only the partitions
@@ -104,7 +105,11 @@ CROSS JOIN LATERAL (SELECT coalesce((q.config->>'completed_retention_s')::bigint
                            coalesce((q.config->>'max_age_s')::bigint, 0) AS age) x
 JOIN comb_partitions p ON p.queue_id = q.id
  AND p.low_created_at < now() - least(nullif(x.ret, 0), nullif(x.age, 0)) * interval '1 second'
-CROSS JOIN LATERAL (SELECT coalesce(min(c.committed), -1) AS committed FROM comb_cursors c WHERE c.partition_id = p.id) m
+CROSS JOIN LATERAL (SELECT CASE WHEN EXISTS (
+        SELECT 1 FROM comb_groups g WHERE g.queue_id = q.id AND NOT EXISTS (
+            SELECT 1 FROM comb_cursors o WHERE o.partition_id = p.id AND o.group_name = g.name))
+    THEN -1 ELSE coalesce(min(c.committed), -1) END AS committed
+    FROM comb_cursors c WHERE c.partition_id = p.id) m
 WHERE (x.ret > 0 OR x.age > 0) AND p.next_offset > p.low_offset
   AND ((x.age > 0 AND p.low_created_at < now() - x.age * interval '1 second')
        OR (x.ret > 0 AND m.committed > p.low_offset))
@@ -336,17 +341,35 @@ func (s *Store) Seek(ctx context.Context, req domain.SeekParams) (int, error) {
 	args = append([]any{q.ID, group, partition}, args...)
 	// A seek back makes partitions ready without a push: they join the
 	// ready set first, in the same transaction (see ready.go).
-	var tag pgconn.CommandTag
+	var moved int
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, markReadySQL(start, ` AND ($3 = '' OR p.name = $3)`), args...); err != nil {
 			return err
 		}
-		var err error
+		// A partition where the group has no cursor yet (they are made
+		// lazily, makeMissingCursors) gets one where the seek puts it past
+		// the oldest retained message, where a missing cursor reads. The
+		// group's row FOR KEY SHARE, as a pop that makes cursors takes it:
+		// a DeleteGroup waits, and leaves no cursor of the group behind.
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM comb_groups WHERE queue_id = $1 AND name = $2 FOR KEY SHARE`, q.ID, group); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `
+			INSERT INTO comb_cursors (partition_id, group_name, queue_id, committed)
+			SELECT p.id, g.name, p.queue_id, s.start
+			FROM comb_groups g JOIN comb_partitions p ON p.queue_id = g.queue_id
+			CROSS JOIN LATERAL (SELECT `+start+` AS start) s
+			WHERE g.queue_id = $1 AND g.name = $2 AND ($3 = '' OR p.name = $3) AND s.start > p.low_offset
+			  AND NOT EXISTS (SELECT 1 FROM comb_cursors c WHERE c.partition_id = p.id AND c.group_name = $2)
+			ORDER BY p.id
+			ON CONFLICT DO NOTHING`, args...); err != nil {
+			return err
+		}
 		// The cursors locked in partition order first, as acks and a
 		// push's hand-offs lock them: in the order the UPDATE happened to
 		// meet them, a seek beside acks deadlocked
 		// (TestReadySetCoversReadyCursors).
-		tag, err = tx.Exec(ctx, `
+		if _, err := tx.Exec(ctx, `
 			WITH l AS (
 			    SELECT c.partition_id FROM comb_cursors c JOIN comb_partitions p ON p.id = c.partition_id
 			    WHERE c.queue_id = $1 AND c.group_name = $2 AND ($3 = '' OR p.name = $3)
@@ -357,13 +380,18 @@ func (s *Store) Seek(ctx context.Context, req domain.SeekParams) (int, error) {
 			       lease_id = NULL, lease_until = NULL, lease_from = NULL, lease_upto = NULL,
 			       attempts = 0, delivered_upto = -1
 			FROM l, comb_partitions p
-			WHERE c.partition_id = l.partition_id AND c.group_name = $2 AND p.id = c.partition_id`, args...)
-		return err
+			WHERE c.partition_id = l.partition_id AND c.group_name = $2 AND p.id = c.partition_id`, args...); err != nil {
+			return err
+		}
+		// Every partition in reach: the group is there now, with a cursor
+		// or without one.
+		return tx.QueryRow(ctx, `SELECT count(*) FROM comb_partitions WHERE queue_id = $1 AND ($2 = '' OR name = $2)`,
+			q.ID, partition).Scan(&moved)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("seek: %w", classify(err))
 	}
-	return int(tag.RowsAffected()), nil
+	return moved, nil
 }
 
 // startExpr is the SQL for where a cursor on partition p starts, given

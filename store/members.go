@@ -112,14 +112,8 @@ func (s *Store) createPartitions(ctx context.Context, q queueRow, names []string
 	b.Queue(`
 		INSERT INTO comb_partitions (queue_id, name) SELECT $1, unnest($2::text[])
 		ON CONFLICT (queue_id, name) DO NOTHING`, q.ID, names)
-	// A partition is new to every existing group: they all start at 0.
-	b.Queue(`
-		INSERT INTO comb_cursors (partition_id, group_name, queue_id, committed)
-		SELECT p.id, g.name, p.queue_id, p.low_offset
-		FROM comb_partitions p JOIN comb_groups g ON g.queue_id = p.queue_id
-		WHERE p.queue_id = $1 AND p.name = ANY($2)
-		ORDER BY p.id, g.name
-		ON CONFLICT DO NOTHING`, q.ID, names)
+	// No cursor: a partition is new to every group, which starts at its
+	// first message, where a missing cursor is (makeMissingCursors).
 	b.Queue(`SELECT name, id FROM comb_partitions WHERE queue_id = $1 AND name = ANY($2)`, q.ID, names)
 	b.Queue("COMMIT")
 	var out map[string]int64
@@ -138,10 +132,8 @@ func (s *Store) createPartitions(ctx context.Context, q queueRow, names []string
 			gone = true
 			return nil
 		}
-		for range 2 {
-			if _, err := br.Exec(); err != nil {
-				return err
-			}
+		if _, err := br.Exec(); err != nil { // the partitions
+			return err
 		}
 		rows, err := br.Query()
 		if err != nil {
@@ -177,8 +169,12 @@ func lockQueue(ctx context.Context, tx pgx.Tx, q queueRow, mode string) error {
 	return err
 }
 
-// ensureGroup makes sure group exists on q, with a cursor on every
-// partition placed as from says.
+// ensureGroup makes sure group exists on q, placed on every partition as
+// from says: with a cursor where it starts past the oldest retained
+// message, and none elsewhere (a missing cursor is at the oldest retained
+// message, cursorReady; a pop makes it when it first finds messages there,
+// makeMissingCursors). A group that starts at the oldest message writes no
+// cursor at all, however many partitions the queue has.
 func (s *Store) ensureGroup(ctx context.Context, q queueRow, group string, from domain.Start) error {
 	k := groupKey{q.ID, group}
 	s.mu.Lock()
@@ -232,10 +228,15 @@ func (s *Store) makeGroup(ctx context.Context, q queueRow, group string, from do
 		if _, err := tx.Exec(ctx, markReadySQL(start, ""), args...); err != nil {
 			return err
 		}
+		if from.Kind == domain.StartAll {
+			return nil // where every missing cursor is
+		}
 		_, err = tx.Exec(ctx, `
 			INSERT INTO comb_cursors (partition_id, group_name, queue_id, committed)
-			SELECT p.id, $2, p.queue_id, `+start+`
-			FROM comb_partitions p WHERE p.queue_id = $1
+			SELECT p.id, $2, p.queue_id, s.start
+			FROM comb_partitions p CROSS JOIN LATERAL (SELECT `+start+` AS start) s
+			WHERE p.queue_id = $1 AND s.start > p.low_offset
+			ORDER BY p.id
 			ON CONFLICT DO NOTHING`, args...)
 		return err
 	})

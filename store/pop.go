@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -59,8 +60,8 @@ const (
 	// somePartitions leaves out the queue (its ids are the queue's): with
 	// "c.queue_id = $1" a generic plan read every cursor of the group
 	// through (queue_id, group_name) and filtered the ids, where this
-	// finds each cursor by its key.
-	somePartitions = `c.partition_id = ANY($3::bigint[]) AND c.group_name = $2 AND $1::bigint > 0`
+	// finds each partition, and its cursor, by key.
+	somePartitions = `p.id = ANY($3::bigint[]) AND $1::bigint > 0`
 )
 
 // readyReportMax is how many ready cursors a pop that reads many (every
@@ -98,6 +99,11 @@ const delayedEnd = `coalesce((
 // being its partition p's ready end: messages past what the group has
 // committed, and no live lease. A group holds at most one lease per
 // partition, so it gets a partition's messages in offset order.
+//
+// c may be a missing cursor, all NULLs (a LEFT JOIN): cursors are made
+// lazily (see makeMissingCursors), and a group with no cursor on a
+// partition is at its oldest retained message with nothing leased, which
+// is what the condition reads of NULLs (greatest ignores them).
 func cursorReady(end string) string {
 	return end + ` > greatest(c.committed, p.low_offset) AND (c.lease_id IS NULL OR c.lease_until < now())`
 }
@@ -126,18 +132,51 @@ func groupMayPop(qid, group string) string {
 // each one up in the set (TestHotPlansByKey); one made while the set held
 // every partition (just after a million were created) read every
 // partition, and kept doing so on its connection once the set was small.
+//
+// A partition where the group has no cursor yet comes with a cursor of
+// NULLs (cursorReady).
 func readyCursors(group string) string {
 	return `comb_ready y
-        CROSS JOIN LATERAL (SELECT c.* FROM comb_cursors c
-            WHERE c.partition_id = y.partition_id AND c.group_name = ` + group + ` OFFSET 0) c
+        LEFT JOIN LATERAL (SELECT c.* FROM comb_cursors c
+            WHERE c.partition_id = y.partition_id AND c.group_name = ` + group + ` OFFSET 0) c ON true
         CROSS JOIN LATERAL (SELECT p.* FROM comb_partitions p WHERE p.id = y.partition_id OFFSET 0) p`
+}
+
+// makeMissingCursors is the pop's CTE "made": it inserts the group's
+// cursors that the rows of src (ids in partition_id, where missing) lack.
+// A group gets no cursor when it is created, nor when a partition is made
+// after it, only when a pop first finds messages there: its cost follows
+// the partitions it reaches, not the queue's. The rows it inserts are at
+// their defaults (committed 0, what a missing cursor reads as), and the
+// statement that makes them cannot lease them (its snapshot does not see
+// them): the pop claims them when it runs again (Store.PopReport).
+//
+// It takes the group's row FOR KEY SHARE, and only while it inserts
+// something (the condition on x): a DeleteGroup waits for it, then deletes
+// what it made, so no cursor outlives its group. A group deleted first
+// gets nothing.
+func makeMissingCursors(src string) string {
+	return `made AS (
+    INSERT INTO comb_cursors (partition_id, group_name, queue_id)
+    SELECT x.partition_id, g.name, g.queue_id
+    FROM ` + src + ` x
+    CROSS JOIN LATERAL (SELECT g.name, g.queue_id FROM comb_groups g
+        WHERE g.queue_id = $1 AND g.name = $2 AND x.missing FOR KEY SHARE) g
+    WHERE x.missing
+    ORDER BY x.partition_id
+    ON CONFLICT DO NOTHING
+    RETURNING partition_id
+)`
 }
 
 // popOne is the statement of a pop that names its partition: cand claims
 // its one cursor, and it reports no other partitions.
 func popOne(end string) string {
 	return fmt.Sprintf(`
-WITH cand AS (
+WITH one AS (
+    SELECT $3::bigint AS partition_id, NOT EXISTS (
+        SELECT 1 FROM comb_cursors c WHERE c.partition_id = $3 AND c.group_name = $2) AS missing
+), `+makeMissingCursors(`one`)+`, cand AS (
     SELECT c.partition_id, greatest(c.committed, p.low_offset) AS committed, c.delivered_upto,
            r.next_offset, p.name
     FROM comb_cursors c JOIN comb_partitions p ON p.id = c.partition_id
@@ -153,20 +192,24 @@ WITH cand AS (
 // lists the ready ones without locking them, least recently leased first,
 // and cand claims the first $4 of those it can lock, reading each again by
 // key (the claim's recheck sees a cursor another pop leased meanwhile).
+//
+// The ready partitions where the group has no cursor yet come first (never
+// leased); the pop makes their cursors (makeMissingCursors) and claims the
+// others.
 func popScan(end, where string) string {
-	from := `comb_cursors c JOIN comb_partitions p ON p.id = c.partition_id`
+	from := `comb_partitions p LEFT JOIN comb_cursors c ON c.partition_id = p.id AND c.group_name = $2`
 	if where == anyPartition {
 		from = readyCursors(`$2`)
 	}
 	return fmt.Sprintf(`
 WITH ready AS MATERIALIZED (
-    SELECT c.partition_id, c.leased_at, p.name
+    SELECT p.id AS partition_id, c.leased_at, p.name, c.partition_id IS NULL AS missing
     FROM `+from+`
     CROSS JOIN LATERAL (SELECT %[1]s AS next_offset) r
     WHERE %[2]s AND %[4]s
-    ORDER BY c.leased_at NULLS FIRST, c.partition_id
+    ORDER BY c.leased_at NULLS FIRST, p.id
     LIMIT $4 + %[3]d
-), cand AS (
+), `+makeMissingCursors(`ready`)+`, cand AS (
     SELECT c.partition_id, greatest(c.committed, p.low_offset) AS committed, c.delivered_upto,
            r.next_offset, p.name
     FROM ready x JOIN comb_cursors c ON c.partition_id = x.partition_id AND c.group_name = $2
@@ -209,7 +252,7 @@ func popTail(report string) string {
               CASE WHEN $7 THEN 1 WHEN a.committed <= a.delivered_upto THEN c.attempts ELSE 1 END AS attempts,
               a.delivered_upto
 )
-SELECT u.partition_id, u.name, u.lo, u.hi, u.lease_id, u.attempts, u.delivered_upto,
+(SELECT u.partition_id, u.name, u.lo, u.hi, u.lease_id, u.attempts, u.delivered_upto,
        s.base_offset, s.count, s.created_at, s.payload, s.frame_format,
        ` + report + `,
        (SELECT array_agg(a.name) FROM alloc a WHERE a.n <= 0)
@@ -218,8 +261,17 @@ CROSS JOIN LATERAL (SELECT max(base_offset) AS b0 FROM comb_segments
                     WHERE partition_id = u.partition_id AND base_offset <= u.lo) f
 JOIN comb_segments s ON s.partition_id = u.partition_id
                     AND s.base_offset >= coalesce(f.b0, u.lo) AND s.base_offset <= u.hi
-ORDER BY u.partition_id, s.base_offset`
+ORDER BY u.partition_id, s.base_offset)
+UNION ALL
+SELECT ` + strconv.Itoa(madeOnly) + `::bigint, ''::text, 0::bigint, -1::bigint, ''::text, 0, -1::bigint,
+       0::bigint, 0, now(), ''::bytea, 0::smallint, NULL::text[], 0::bigint, NULL::text[]
+WHERE EXISTS (SELECT 1 FROM made) AND NOT EXISTS (SELECT 1 FROM upd)`
 }
+
+// madeOnly is the partition id of the one row a pop statement returns
+// when it leased nothing and made cursors (makeMissingCursors): the pop
+// runs again, and finds them.
+const madeOnly = -1
 
 // Pop leases the next messages of a queue for a group. It returns no
 // messages and no error when nothing is ready; domain.ErrNotFound when the
@@ -324,20 +376,45 @@ func (s *Store) PopReport(ctx context.Context, req domain.PopParams) (domain.Pop
 	// Every pop statement reads by key: a named partition's cursor, the
 	// candidates', or those of the ready set's rows (readyCursors), which a
 	// hash join would otherwise read every cursor of the group to match.
-	b := &pgx.Batch{}
-	b.Queue("BEGIN")
-	b.Queue(keyedPlansSQL)
-	b.Queue(sql, args...)
-	if !open {
-		b.Queue("COMMIT")
-	}
-	br := conn.SendBatch(ctx, b)
-	out, pids, leases, rep, err := readPop(br, maxN)
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return none, fmt.Errorf("pop: %w", classify(err))
+	var (
+		out    []domain.Message
+		pids   []int64
+		leases []leasedRange
+		rep    readyReport
+	)
+	// A pop that leased nothing because the group had no cursors yet where
+	// messages are runs once more, and finds the cursors it made
+	// (makeMissingCursors): once per partition in a group's life.
+	for try := 0; try < 2; try++ {
+		if try > 0 {
+			if open {
+				// Nothing leased: what it made commits.
+				if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
+					return none, fmt.Errorf("pop: %w", classify(err))
+				}
+			}
+			if args[5], err = leaseToken(); err != nil {
+				return none, err
+			}
+		}
+		b := &pgx.Batch{}
+		b.Queue("BEGIN")
+		b.Queue(keyedPlansSQL)
+		b.Queue(sql, args...)
+		if !open {
+			b.Queue("COMMIT")
+		}
+		br := conn.SendBatch(ctx, b)
+		out, pids, leases, rep, err = readPop(br, maxN)
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return none, fmt.Errorf("pop: %w", classify(err))
+		}
+		if !rep.made {
+			break
+		}
 	}
 	var trim *trimArgs
 	if req.MaxBytes > 0 {
@@ -356,7 +433,7 @@ func (s *Store) PopReport(ctx context.Context, req domain.PopParams) (domain.Pop
 	if !open && trim == nil {
 		return res, nil
 	}
-	b = &pgx.Batch{}
+	b := &pgx.Batch{}
 	if trim != nil {
 		b.Queue(trimPopSQL, trim.pids, trim.los, trim.prevs, trim.uptos, req.AutoAck, trim.his, trim.leases, group)
 	}
@@ -405,6 +482,10 @@ func readPop(br pgx.BatchResults, maxN int) ([]domain.Message, []int64, []leased
 	)
 	_, err = pgx.ForEachRow(rows, []any{&partID, &name, &lo, &hi, &lease, &attempts, &delivered,
 		&base, &count, &created, &payload, &format, &others, &ready, &kept}, func() error {
+		if partID == madeOnly {
+			rep.made = true
+			return nil
+		}
 		if len(leases) == 0 {
 			rep = readyReport{others: others, ready: ready, kept: kept} // the same on every row
 		}
@@ -452,6 +533,7 @@ type readyReport struct {
 	others []string
 	ready  int64
 	kept   []string // claimed, and nothing leased (see popTail)
+	made   bool     // leased nothing, and made cursors (madeOnly)
 }
 
 // trimPopSQL shrinks leases to what a trimmed pop returns ($4 is the last

@@ -23,7 +23,7 @@ LEFT JOIN comb_queues q ON q.tenant = k.tenant AND q.name = k.queue
 WHERE q.id IS NULL
    OR (k.part = '' AND ` + groupMayPop(`q.id`, `k.grp`) + `)
    OR (k.part <> '' AND EXISTS (
-        SELECT 1 FROM comb_partitions p JOIN comb_cursors c ON c.partition_id = p.id AND c.group_name = k.grp
+        SELECT 1 FROM comb_partitions p LEFT JOIN comb_cursors c ON c.partition_id = p.id AND c.group_name = k.grp
         WHERE p.queue_id = q.id AND p.name = k.part AND ` + cursorReady(`p.next_offset`) + `))`
 
 // AnyReady reports, for each check, whether a pop of it may find messages
@@ -63,7 +63,8 @@ func (s *Store) AnyReady(ctx context.Context, checks []domain.ReadyCheck) ([]boo
 // partition (popSQL) and the safety check of parked long polls
 // (groupMayPop) read a queue's rows there instead of every cursor of the
 // group. Its invariant, pinned by TestReadySetCoversReadyCursors: at every
-// commit, each partition with a cursor short of its next_offset has a row.
+// commit, each partition with a cursor short of its next_offset has a row;
+// a group's missing cursor (makeMissingCursors) counts as one at offset 0.
 // Only three things put a cursor short of its end, and each writes the row
 // in its own transaction:
 //   - a push (allocOffsetsSQL), under the partition row's lock it holds;
@@ -92,10 +93,16 @@ func markReadySQL(start, where string) string {
 
 // caughtUp is the condition of a partition p whose every cursor is at its
 // end: no group can pop there until a push, a new group or a seek writes
-// its ready row again.
+// its ready row again. A group with no cursor there (they are made
+// lazily, see makeMissingCursors) is at the oldest retained message, so a
+// partition that retains messages is caught up only when every group of
+// its queue has a cursor.
 const caughtUp = `NOT EXISTS (
         SELECT 1 FROM comb_cursors c
-        WHERE c.partition_id = p.id AND greatest(c.committed, p.low_offset) < p.next_offset)`
+        WHERE c.partition_id = p.id AND greatest(c.committed, p.low_offset) < p.next_offset)
+    AND (p.low_offset >= p.next_offset OR NOT EXISTS (
+        SELECT 1 FROM comb_groups g WHERE g.queue_id = p.queue_id AND NOT EXISTS (
+            SELECT 1 FROM comb_cursors c WHERE c.partition_id = p.id AND c.group_name = g.name)))`
 
 // staleReadySQL reads a window of at most $1 ready rows, in partition id
 // order after $2, and says of each whether its partition is caught up,

@@ -18,20 +18,33 @@ import (
 	"github.com/combmq/comb/store"
 )
 
+// groupCursorsSQL is every group's cursor on every partition of its
+// queue, a missing one (cursors are made lazily) at offset 0, as the store
+// reads it (cursorReady).
+const groupCursorsSQL = `(
+    SELECT p.id AS partition_id, g.name AS group_name, coalesce(c.committed, 0) AS committed
+    FROM comb_groups g JOIN comb_partitions p ON p.queue_id = g.queue_id
+    LEFT JOIN comb_cursors c ON c.partition_id = p.id AND c.group_name = g.name)`
+
 // uncoveredSQL counts the cursors short of their partition's end whose
 // partition has no ready row: what the ready set's invariant forbids at
 // every commit (store/ready.go). One statement reads one snapshot, so it
 // may run at any time.
 const uncoveredSQL = `
-SELECT count(*) FROM comb_cursors c JOIN comb_partitions p ON p.id = c.partition_id
+SELECT count(*) FROM ` + groupCursorsSQL + ` c JOIN comb_partitions p ON p.id = c.partition_id
 WHERE greatest(c.committed, p.low_offset) < p.next_offset
   AND NOT EXISTS (SELECT 1 FROM comb_ready r WHERE r.partition_id = p.id)`
+
+// orphanCursorsSQL counts the cursors whose group does not exist.
+const orphanCursorsSQL = `
+SELECT count(*) FROM comb_cursors c
+WHERE NOT EXISTS (SELECT 1 FROM comb_groups g WHERE g.queue_id = c.queue_id AND g.name = c.group_name)`
 
 // staleRowsSQL counts the ready rows whose partition has every cursor at
 // its end: what a sweep with nothing running beside it must leave none of.
 const staleRowsSQL = `
 SELECT count(*) FROM comb_ready r JOIN comb_partitions p ON p.id = r.partition_id
-WHERE NOT EXISTS (SELECT 1 FROM comb_cursors c
+WHERE NOT EXISTS (SELECT 1 FROM ` + groupCursorsSQL + ` c
                   WHERE c.partition_id = p.id AND greatest(c.committed, p.low_offset) < p.next_offset)`
 
 func count(t *testing.T, st *store.Store, sql string, args ...any) int {
@@ -265,7 +278,7 @@ func TestReadySetCoversReadyCursors(t *testing.T) {
 	// Quiet now. A last seek may have moved g back after its consumers
 	// were done, and a lease may still be out: drain g, and then a sweep
 	// leaves no row (the other groups are gone).
-	behind := `SELECT count(*) FROM comb_cursors c JOIN comb_partitions p ON p.id = c.partition_id
+	behind := `SELECT count(*) FROM ` + groupCursorsSQL + ` c JOIN comb_partitions p ON p.id = c.partition_id
 	           WHERE greatest(c.committed, p.low_offset) < p.next_offset`
 	require.Eventually(t, func() bool {
 		ms, err := st.Pop(ctx, domain.PopParams{Queue: q, Group: "g", Max: 1000, Partitions: partitions})
@@ -283,6 +296,9 @@ func TestReadySetCoversReadyCursors(t *testing.T) {
 	require.Zero(t, count(t, st, staleRowsSQL))
 	require.Zero(t, count(t, st, `SELECT count(*) FROM comb_ready`))
 	require.Zero(t, count(t, st, uncoveredSQL))
+	// Pops made the other groups' cursors while DeleteGroup deleted them:
+	// none outlives its group.
+	require.Zero(t, count(t, st, orphanCursorsSQL))
 	t.Logf("%d checks, %d ready rows trimmed meanwhile", checks.Load(), trimmed.Load())
 }
 

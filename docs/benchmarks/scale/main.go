@@ -7,9 +7,12 @@
 //	go run ./docs/benchmarks/scale -nats nats://127.0.0.1:4222 \
 //	    -postgres-url 'postgres://…' -partitions 1000000 -ready-pct 1 -pops 300
 //
-// It prints one line of figures: creation time, the first pop, pop
-// p50/p99, the database's size and, with -broker-pid, the broker's RSS;
-// with -postgres-url also the ready set's rows when the timed pops start.
+// It prints one line of figures: creation time, the first pop of a new
+// group from the end (and, last, of one from the start), pop p50/p99, the
+// database's size and, with -broker-pid, the broker's RSS; with
+// -postgres-url also the cursor rows at the end and the ready set's rows
+// when the timed pops start. -groups N makes N groups before the
+// partitions.
 package main
 
 import (
@@ -36,6 +39,7 @@ func main() {
 	pops := flag.Int("pops", 300, "timed pops")
 	brokerPID := flag.Int("broker-pid", 0, "the broker's process, for its RSS (optional)")
 	settle := flag.Duration("settle", 0, "wait this long after the last push before the timed pops (the sweeper trims the ready set meanwhile)")
+	groups := flag.Int("groups", 0, "consumer groups made (from the start) before the partitions, which never pop again")
 	flag.Parse()
 	ctx := context.Background()
 	nc, err := nats.Connect(*natsURL)
@@ -57,6 +61,20 @@ func main() {
 				log.Fatalf("push: %v", err)
 			}
 			ids = ids[n:]
+		}
+	}
+
+	// Groups that exist before the partitions: a revision that makes
+	// cursors eagerly writes one per partition for each of them as the
+	// pushes create the partitions.
+	if *groups > 0 {
+		if _, err := c.Configure(ctx, queue, comb.ConfigPatch{}); err != nil {
+			log.Fatalf("configure: %v", err)
+		}
+		for i := range *groups {
+			if _, err := c.Pop(ctx, queue, comb.PopOptions{Group: fmt.Sprintf("early%d", i), AutoAck: true}); err != nil {
+				log.Fatal(err)
+			}
 		}
 	}
 
@@ -106,16 +124,25 @@ func main() {
 	slices.Sort(lat)
 	q := func(p float64) time.Duration { return lat[min(len(lat)-1, int(p*float64(len(lat))))] }
 
-	db := "-"
+	// Last, as it leaves every partition ready for a group that never
+	// pops again: a new group that starts at the oldest message.
+	start = time.Now()
+	if _, err := c.Pop(ctx, queue, comb.PopOptions{Group: "s", Max: 1, AutoAck: true}); err != nil {
+		log.Fatal(err)
+	}
+	firstAll := time.Since(start)
+
+	db, cursors := "-", "-"
 	if *pgURL != "" {
 		conn, err := pgx.Connect(ctx, *pgURL)
 		if err != nil {
 			log.Fatal(err)
 		}
-		var size int64
-		if err := conn.QueryRow(ctx, `SELECT pg_database_size(current_database())`).Scan(&size); err != nil {
+		var size, rows int64
+		if err := conn.QueryRow(ctx, `SELECT pg_database_size(current_database()), (SELECT count(*) FROM comb_cursors)`).Scan(&size, &rows); err != nil {
 			log.Fatal(err)
 		}
+		cursors = fmt.Sprint(rows)
 		conn.Close(ctx)
 		db = fmt.Sprintf("%.0f MB", float64(size)/1e6)
 	}
@@ -123,9 +150,9 @@ func main() {
 	if *brokerPID > 0 {
 		rss = fmt.Sprintf("%.0f MB", procstat.RSS(*brokerPID))
 	}
-	fmt.Printf("scale: %d partitions (%d with messages): created in %s, a new group's first pop %s, pop p50 %s p99 %s over %d pops, db %s, broker rss %s, ready set %s rows\n",
-		*parts, ready, created.Round(time.Millisecond), firstPop.Round(time.Millisecond),
-		q(0.50).Round(10*time.Microsecond), q(0.99).Round(10*time.Microsecond), len(lat), db, rss, readyBefore)
+	fmt.Printf("scale: %d partitions (%d with messages, %d groups before): created in %s, a new group's first pop %s (from the start %s), pop p50 %s p99 %s over %d pops, db %s, %s cursor rows, broker rss %s, ready set %s rows\n",
+		*parts, ready, *groups, created.Round(time.Millisecond), firstPop.Round(time.Millisecond), firstAll.Round(time.Millisecond),
+		q(0.50).Round(10*time.Microsecond), q(0.99).Round(10*time.Microsecond), len(lat), db, cursors, rss, readyBefore)
 }
 
 // readyRows is the size of the ready set (comb_ready, migration 0012) when
