@@ -42,6 +42,7 @@ var KeyedStatements = map[string]string{
 	"push handoff":           handoffSQL,
 	"push fresh queues":      lockFreshQueuesSQL,
 	"push fresh partitions":  insertFreshSQL,
+	"push fresh cursors":     insertFreshCursorsSQL,
 	"dedup lock":             lockDedupPartitionsSQL,
 	"dedup read":             readDedupSetsSQL,
 	"dedup check":            checkSuspectsSQL,

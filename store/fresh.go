@@ -170,8 +170,16 @@ func (s *Store) reserveIDs(ctx context.Context, n int) ([]int64, error) {
 // ones wait for each other instead of deadlocking. A queue deleted
 // meanwhile gets none (the join), and the push stores nothing there. Each
 // is its own statement, so that the later one sees what committed while
-// the first waited for its locks. No cursor is made: a group's is made by
-// its first pop that finds messages there (makeMissingCursors).
+// the first waited for its locks. Cursors are made only for the groups
+// whose waiting pops the push offers the new partitions (a hand-off needs
+// the cursor's row, handoffSQL): every other group's is made by its first
+// pop that finds messages there (makeMissingCursors). With every cursor
+// left to the pops, the first message of each new partition missed its
+// hand-off, and the first second's e2e p99 at 1,000 single-message puts
+// a second went from 29 ms to 105–111 ms (docs/benchmarks.md, "Lazy
+// cursors"). The queue's row, FOR KEY SHARE since the first statement,
+// keeps a DeleteGroup out until the push commits, so no cursor outlives
+// its group.
 const (
 	lockFreshQueuesSQL = `SELECT id FROM comb_queues WHERE id = ANY($1) ORDER BY id FOR KEY SHARE`
 	insertFreshSQL     = `
@@ -180,6 +188,14 @@ const (
 		FROM unnest($1::bigint[], $2::bigint[], $3::text[]) AS x(id, qid, name)
 		JOIN comb_queues q ON q.id = x.qid
 		ORDER BY x.qid, x.name
+		ON CONFLICT DO NOTHING`
+	insertFreshCursorsSQL = `
+		INSERT INTO comb_cursors (partition_id, group_name, queue_id)
+		SELECT p.id, g.name, p.queue_id
+		FROM unnest($1::bigint[], $2::text[]) AS x(pid, grp)
+		JOIN comb_partitions p ON p.id = x.pid
+		JOIN comb_groups g ON g.queue_id = p.queue_id AND g.name = x.grp
+		ORDER BY p.id, g.name
 		ON CONFLICT DO NOTHING`
 )
 
@@ -201,8 +217,20 @@ func (p *pushPlan) queueFresh(b *pgx.Batch) func(br pgx.BatchResults) error {
 	}
 	b.Queue(lockFreshQueuesSQL, queues)
 	b.Queue(insertFreshSQL, ids, qids, names)
+	var pids []int64
+	var groups []string
+	for _, o := range p.offers {
+		if slices.Contains(ids, o.stored.seg.id) {
+			pids, groups = append(pids, o.stored.seg.id), append(groups, o.group)
+		}
+	}
+	n := 2
+	if len(pids) > 0 {
+		b.Queue(insertFreshCursorsSQL, pids, groups)
+		n++
+	}
 	return func(br pgx.BatchResults) error {
-		for range 2 {
+		for range n {
 			if _, err := br.Exec(); err != nil {
 				return err
 			}

@@ -249,3 +249,26 @@ func TestPushHandsOffBesideAGroupWithoutCursor(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"0", "1"}, datas(ms))
 }
+
+// TestPushHandsOffNewPartitions: a push that creates a partition makes the
+// cursor of each group it offers the partition to, and hands its messages
+// off; the queue's other groups get no cursor there.
+func TestPushHandsOffNewPartitions(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx := ctxT(t)
+	pushN(t, st, "q", "old", 0, 1)
+	newGroup(t, st, "q", "a", domain.Start{})
+	newGroup(t, st, "q", "b", domain.Start{})
+
+	_, handed := pushOffer(t, st, msgs("q", "new", 5, 2), offer("q", "a", "new", 10))
+	require.Equal(t, []string{"5", "6"}, datas(handed[0].Messages))
+	require.False(t, handed[0].AllGroups, "b has them to deliver")
+	require.Equal(t, 1, groupCursors(t, st, "q", "a"))
+	require.Zero(t, groupCursors(t, st, "q", "b"))
+	ack(t, st, "q", "a", domain.Ack{Partition: "new", Offset: 1, Lease: handed[0].Messages[0].Lease})
+
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Group: "b", Max: 10, Partitions: 10})
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"0", "5", "6"}, datas(ms))
+}
