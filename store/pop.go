@@ -144,9 +144,11 @@ func readyCursors(group string) string {
 
 // makeMissingCursors is the pop's CTE "made": it inserts the group's
 // cursors that the rows of src (ids in partition_id, where missing) lack.
-// A group gets no cursor when it is created, nor when a partition is made
-// after it, only when a pop first finds messages there: its cost follows
-// the partitions it reaches, not the queue's. The rows it inserts are at
+// A group that starts at the oldest message gets no cursor when it is
+// created, nor when a partition is made after it (but from a push that
+// hands it the partition's first message, fresh.go), only when a pop
+// first finds messages there: its cost follows the partitions it reaches,
+// not the queue's. The rows it inserts are at
 // their defaults (committed 0, what a missing cursor reads as), and the
 // statement that makes them cannot lease them (its snapshot does not see
 // them): the pop claims them when it runs again (Store.PopReport).
@@ -174,8 +176,9 @@ func makeMissingCursors(src string) string {
 func popOne(end string) string {
 	return fmt.Sprintf(`
 WITH one AS (
-    SELECT $3::bigint AS partition_id, NOT EXISTS (
-        SELECT 1 FROM comb_cursors c WHERE c.partition_id = $3 AND c.group_name = $2) AS missing
+    SELECT p.id AS partition_id, NOT EXISTS (
+        SELECT 1 FROM comb_cursors c WHERE c.partition_id = p.id AND c.group_name = $2) AS missing
+    FROM comb_partitions p WHERE p.id = $3 AND p.next_offset > p.low_offset
 ), `+makeMissingCursors(`one`)+`, cand AS (
     SELECT c.partition_id, greatest(c.committed, p.low_offset) AS committed, c.delivered_upto,
            r.next_offset, p.name
