@@ -67,8 +67,10 @@ func (s *Store) DeleteGroup(ctx context.Context, ref domain.QueueRef, group stri
 	queueGone := false
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		// The queue row's lock orders this against group and partition
-		// creation (ensureGroup, createPartitions), so no cursor of the
-		// group is made after its delete.
+		// creation (ensureGroup, createPartitions, a push's fresh
+		// partitions), and deleting the group row waits for the pops
+		// that make its cursors (their FOR KEY SHARE, makeMissingCursors):
+		// no cursor of the group is made after its delete.
 		if err := lockQueue(ctx, tx, q, "FOR UPDATE"); err != nil {
 			queueGone = errors.Is(err, domain.ErrNotFound)
 			return err

@@ -117,11 +117,7 @@ func TestDeleteGroupLetsRetentionPass(t *testing.T) {
 	require.True(t, ack(t, st, "q", "live", domain.Ack{Partition: "p", Offset: 2, Lease: live[0].Lease})[0].OK)
 
 	// Past the retention time, the abandoned group still holds it back.
-	require.Eventually(t, func() bool {
-		var old bool
-		require.NoError(t, st.Pool().QueryRow(ctx, `SELECT bool_and(created_at < now() - interval '1 second') FROM comb_segments`).Scan(&old))
-		return old
-	}, 10*time.Second, 50*time.Millisecond)
+	segmentsOlderThanASecond(t, st)
 	s, err := st.Sweep(ctx)
 	require.NoError(t, err)
 	require.Zero(t, s.Messages)
@@ -162,4 +158,15 @@ func TestDeleteGroupSeenByAnotherStore(t *testing.T) {
 		require.NoError(t, err)
 		return len(ms) == 2
 	}, 10*time.Second, 50*time.Millisecond, "b recreates the group from the start")
+}
+
+// segmentsOlderThanASecond waits until every segment is older than a
+// second: past a completed_retention_s of 1.
+func segmentsOlderThanASecond(t *testing.T, st *store.Store) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		var old bool
+		require.NoError(t, st.Pool().QueryRow(ctxT(t), `SELECT bool_and(created_at < now() - interval '1 second') FROM comb_segments`).Scan(&old))
+		return old
+	}, 10*time.Second, 50*time.Millisecond)
 }

@@ -211,11 +211,7 @@ func TestRetentionWaitsForAGroupWithoutCursor(t *testing.T) {
 	require.True(t, ack(t, st, "ret", "live", domain.Ack{Partition: "a", Offset: 2, Lease: live[0].Lease})[0].OK)
 	require.Zero(t, groupCursors(t, st, "ret", "idle"))
 
-	require.Eventually(t, func() bool {
-		var old bool
-		require.NoError(t, st.Pool().QueryRow(ctx, `SELECT bool_and(created_at < now() - interval '1 second') FROM comb_segments`).Scan(&old))
-		return old
-	}, 10*time.Second, 50*time.Millisecond)
+	segmentsOlderThanASecond(t, st)
 	s, err := st.Sweep(ctx)
 	require.NoError(t, err)
 	require.Zero(t, s.Messages)

@@ -91,8 +91,9 @@ func collectNameIDs(rows pgx.Rows) (map[string]int64, error) {
 	return out, err
 }
 
-// createPartitions creates the missing partitions of q with a cursor for
-// every existing group, and returns the ids of names. Its transaction,
+// createPartitions creates the missing partitions of q, and returns the
+// ids of names. It makes no cursor: a group's is made by its first pop
+// that finds messages there (makeMissingCursors). Its transaction,
 // BEGIN to COMMIT, goes in one round trip, and it commits without waiting
 // for the WAL flush: the push that needs the partitions commits durably
 // after it, and flushing that commit flushes this one, which comes before

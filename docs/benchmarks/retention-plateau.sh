@@ -41,5 +41,5 @@ for i in $(seq 0 10 "$after"); do
 		(SELECT coalesce(sum(next_offset - low_offset), 0) FROM comb_partitions),
 		(SELECT round(coalesce(sum(retained_bytes), 0)/1048576.0, 1) FROM comb_partitions)" | tr '|' ',')
 	echo "$i,$row" | tee -a "$out/$name-after.csv"
-	[ "$i" -lt "$after" ] && sleep 10
+	if [ "$i" -lt "$after" ]; then sleep 10; fi
 done
