@@ -105,10 +105,7 @@ CROSS JOIN LATERAL (SELECT coalesce((q.config->>'completed_retention_s')::bigint
                            coalesce((q.config->>'max_age_s')::bigint, 0) AS age) x
 JOIN comb_partitions p ON p.queue_id = q.id
  AND p.low_created_at < now() - least(nullif(x.ret, 0), nullif(x.age, 0)) * interval '1 second'
-CROSS JOIN LATERAL (SELECT CASE WHEN EXISTS (
-        SELECT 1 FROM comb_groups g WHERE g.queue_id = q.id AND NOT EXISTS (
-            SELECT 1 FROM comb_cursors o WHERE o.partition_id = p.id AND o.group_name = g.name))
-    THEN -1 ELSE coalesce(min(c.committed), -1) END AS committed
+CROSS JOIN LATERAL (SELECT CASE WHEN ` + groupWithoutCursor + ` THEN -1 ELSE coalesce(min(c.committed), -1) END AS committed
     FROM comb_cursors c WHERE c.partition_id = p.id) m
 WHERE (x.ret > 0 OR x.age > 0) AND p.next_offset > p.low_offset
   AND ((x.age > 0 AND p.low_created_at < now() - x.age * interval '1 second')
@@ -348,22 +345,17 @@ func (s *Store) Seek(ctx context.Context, req domain.SeekParams) (int, error) {
 		}
 		// A partition where the group has no cursor yet (they are made
 		// lazily, makeMissingCursors) gets one where the seek puts it past
-		// the oldest retained message, where a missing cursor reads. The
-		// group's row FOR KEY SHARE, as a pop that makes cursors takes it:
-		// a DeleteGroup waits, and leaves no cursor of the group behind.
-		if _, err := tx.Exec(ctx, `SELECT 1 FROM comb_groups WHERE queue_id = $1 AND name = $2 FOR KEY SHARE`, q.ID, group); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `
-			INSERT INTO comb_cursors (partition_id, group_name, queue_id, committed)
-			SELECT p.id, g.name, p.queue_id, s.start
-			FROM comb_groups g JOIN comb_partitions p ON p.queue_id = g.queue_id
-			CROSS JOIN LATERAL (SELECT `+start+` AS start) s
-			WHERE g.queue_id = $1 AND g.name = $2 AND ($3 = '' OR p.name = $3) AND s.start > p.low_offset
-			  AND NOT EXISTS (SELECT 1 FROM comb_cursors c WHERE c.partition_id = p.id AND c.group_name = $2)
-			ORDER BY p.id
-			ON CONFLICT DO NOTHING`, args...); err != nil {
-			return err
+		// the oldest retained message, where a missing cursor reads; a
+		// seek to the oldest message makes none. The group's row FOR KEY
+		// SHARE first, as a pop that makes cursors takes it: a DeleteGroup
+		// waits, and leaves no cursor of the group behind.
+		if to.Kind != domain.StartAll {
+			if _, err := tx.Exec(ctx, `SELECT 1 FROM comb_groups WHERE queue_id = $1 AND name = $2 FOR KEY SHARE`, q.ID, group); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, placeCursorsSQL(start, ` AND ($3 = '' OR p.name = $3)`), args...); err != nil {
+				return err
+			}
 		}
 		// The cursors locked in partition order first, as acks and a
 		// push's hand-offs lock them: in the order the UPDATE happened to
@@ -392,6 +384,23 @@ func (s *Store) Seek(ctx context.Context, req domain.SeekParams) (int, error) {
 		return 0, fmt.Errorf("seek: %w", classify(err))
 	}
 	return moved, nil
+}
+
+// placeCursorsSQL inserts group $2's cursors on queue $1's partitions
+// where it starts (start, startExpr) past the oldest retained message,
+// narrowed by where (SQL starting with " AND", or ""): everywhere else a
+// missing cursor is where it starts (makeMissingCursors). Existing
+// cursors stay as they are. It reads the group's row, so that a group
+// deleted meanwhile gets none.
+func placeCursorsSQL(start, where string) string {
+	return `
+		INSERT INTO comb_cursors (partition_id, group_name, queue_id, committed)
+		SELECT p.id, g.name, p.queue_id, s.start
+		FROM comb_groups g JOIN comb_partitions p ON p.queue_id = g.queue_id
+		CROSS JOIN LATERAL (SELECT ` + start + ` AS start) s
+		WHERE g.queue_id = $1 AND g.name = $2 AND s.start > p.low_offset` + where + `
+		ORDER BY p.id
+		ON CONFLICT DO NOTHING`
 }
 
 // startExpr is the SQL for where a cursor on partition p starts, given

@@ -232,13 +232,7 @@ func (s *Store) makeGroup(ctx context.Context, q queueRow, group string, from do
 		if from.Kind == domain.StartAll {
 			return nil // where every missing cursor is
 		}
-		_, err = tx.Exec(ctx, `
-			INSERT INTO comb_cursors (partition_id, group_name, queue_id, committed)
-			SELECT p.id, $2, p.queue_id, s.start
-			FROM comb_partitions p CROSS JOIN LATERAL (SELECT `+start+` AS start) s
-			WHERE p.queue_id = $1 AND s.start > p.low_offset
-			ORDER BY p.id
-			ON CONFLICT DO NOTHING`, args...)
+		_, err = tx.Exec(ctx, placeCursorsSQL(start, ""), args...)
 		return err
 	})
 	if err != nil {

@@ -292,9 +292,7 @@ func (s *Store) Info(ctx context.Context, params domain.InfoParams) (domain.Info
 				       coalesce(sum(p.next_offset - greatest(c.committed, p.low_offset)), 0)::bigint,
 				       count(*) FILTER (WHERE `+liveLease+`)
 				FROM (SELECT queue_id, name FROM comb_groups
-				      WHERE queue_id = $1 AND name > $2 ORDER BY name LIMIT $3) g
-				LEFT JOIN comb_partitions p ON p.queue_id = g.queue_id
-				LEFT JOIN comb_cursors c ON c.partition_id = p.id AND c.group_name = g.name
+				      WHERE queue_id = $1 AND name > $2 ORDER BY name LIMIT $3) g`+groupPartitions+`
 				GROUP BY g.name ORDER BY g.name`, q.ID, params.Groups.After, limit)
 			if err != nil {
 				return err
@@ -327,8 +325,7 @@ func (s *Store) List(ctx context.Context, params domain.ListParams) (domain.Queu
 		       (SELECT count(*) FROM comb_groups g WHERE g.queue_id = q.id),
 		       (SELECT coalesce(max(pending), 0)::bigint FROM (
 		            SELECT sum(p.next_offset - greatest(c.committed, p.low_offset)) AS pending
-		            FROM comb_groups g JOIN comb_partitions p ON p.queue_id = g.queue_id
-		            LEFT JOIN comb_cursors c ON c.partition_id = p.id AND c.group_name = g.name
+		            FROM comb_groups g`+groupPartitions+`
 		            WHERE g.queue_id = q.id GROUP BY g.name) g)
 		FROM (SELECT id, name FROM comb_queues WHERE tenant = $1 AND name > $2 ORDER BY name LIMIT $3) q
 		ORDER BY q.name`, params.Tenant, params.After, params.Limit+1)

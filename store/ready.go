@@ -100,9 +100,14 @@ func markReadySQL(start, where string) string {
 const caughtUp = `NOT EXISTS (
         SELECT 1 FROM comb_cursors c
         WHERE c.partition_id = p.id AND greatest(c.committed, p.low_offset) < p.next_offset)
-    AND (p.low_offset >= p.next_offset OR NOT EXISTS (
+    AND (p.low_offset >= p.next_offset OR NOT ` + groupWithoutCursor + `)`
+
+// groupWithoutCursor is the condition that some group of partition p's
+// queue has no cursor on p yet (cursors are made lazily,
+// makeMissingCursors): that group is at p's oldest retained message.
+const groupWithoutCursor = `EXISTS (
         SELECT 1 FROM comb_groups g WHERE g.queue_id = p.queue_id AND NOT EXISTS (
-            SELECT 1 FROM comb_cursors c WHERE c.partition_id = p.id AND c.group_name = g.name)))`
+            SELECT 1 FROM comb_cursors o WHERE o.partition_id = p.id AND o.group_name = g.name))`
 
 // staleReadySQL reads a window of at most $1 ready rows, in partition id
 // order after $2, and says of each whether its partition is caught up,

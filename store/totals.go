@@ -60,9 +60,7 @@ func (s *Store) Totals(ctx context.Context, limit int) ([]QueueTotals, error) {
 		           coalesce(sum(greatest(c.committed, p.low_offset)), 0) AS settled,
 		           coalesce(sum(p.next_offset - greatest(c.committed, p.low_offset)), 0) AS pending,
 		           count(*) FILTER (WHERE `+liveLease+`) AS leased
-		    FROM comb_groups g
-		    LEFT JOIN comb_partitions p ON p.queue_id = g.queue_id
-		    LEFT JOIN comb_cursors c ON c.partition_id = p.id AND c.group_name = g.name
+		    FROM comb_groups g`+groupPartitions+`
 		    WHERE g.queue_id IN (SELECT id FROM q)
 		    GROUP BY g.queue_id, g.name
 		)
