@@ -962,6 +962,9 @@ type Stats struct {
 	InFlight int
 	// Waiting is the pops long-polling.
 	Waiting int
+	// Gated is the pops waiting in their group's line at the pop gate
+	// for others of the group to finish (popgate.go).
+	Gated int
 	// PushTransactions and AckTransactions count the store calls of the
 	// coalescers; requests per transaction tell how well they coalesce.
 	PushTransactions int64
@@ -992,6 +995,7 @@ func (b *Bridge) Stats() Stats {
 	st := Stats{
 		InFlight:         b.track.count(),
 		Waiting:          b.pops.waiting(),
+		Gated:            b.pops.gate.lines(),
 		PushTransactions: b.pushTx.Load(),
 		AckTransactions:  b.ackTx.Load(),
 		PopStoreCalls:    b.pops.storeCalls.Load(),

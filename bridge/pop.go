@@ -36,6 +36,9 @@ type popJob struct {
 	// claiming them (waitQueue.claims): when one of those is left ready,
 	// the claimer's settling retries it (settleCandidates).
 	deferred bool
+	// admitted marks a pop that the gate let in from its group's line
+	// (popgate.go): it holds its place there already.
+	admitted bool
 	// ns marks a namespace pop (protocol.VerbNamespacePop). Its
 	// req.Queue.Name is then the namespace and its dot, "billing.": no
 	// queue's name ends in a dot, so the key of its waiters in
@@ -186,6 +189,7 @@ func candidateChunks(cands []string, turn, size int) [][]string {
 type popper struct {
 	b     *Bridge
 	ch    chan *popJob
+	gate  *popGate
 	count atomic.Int64
 	log   wakeLog // the partitions recent wake-ups named
 
@@ -203,7 +207,7 @@ type popper struct {
 }
 
 func newPopper(b *Bridge) *popper {
-	return &popper{b: b, ch: make(chan *popJob, b.cfg.MaxPops), queues: map[domain.QueueRef]*waitQueue{}}
+	return &popper{b: b, ch: make(chan *popJob, b.cfg.MaxPops), gate: newPopGate(b.cfg.PopWorkers), queues: map[domain.QueueRef]*waitQueue{}}
 }
 
 func (b *Bridge) handlePop(t *tenant, req micro.Request) { b.startPop(t, req, false) }
@@ -270,15 +274,36 @@ func (p *popper) worker() {
 	for {
 		select {
 		case job := <-p.ch:
-			p.run(job)
+			p.runGated(job)
 		case <-p.b.quit:
 			return
 		}
 	}
 }
 
+// runGated runs job through its group's gate (popgate.go): at once, or,
+// when its group's pops are at their limit, later, from the line.
+func (p *popper) runGated(job *popJob) {
+	if !gated(job) {
+		p.run(job)
+		return
+	}
+	if job.admitted {
+		job.admitted = false // let in by leave, which counted it
+	} else if !p.gate.enter(job) {
+		return
+	}
+	k := keyOf(job)
+	fill := p.run(job)
+	for _, next := range p.gate.leave(k, fill) {
+		next.admitted = true
+		p.ch <- next // never blocks: see popper
+	}
+}
+
 // run makes one try of a pop: it answers, or parks the pop as a waiter.
-func (p *popper) run(job *popJob) {
+// It returns how full what it found left the pop (popFill).
+func (p *popper) run(job *popJob) popFill {
 	waits := !job.deadline.IsZero()
 	job.tries++
 	job.deferred = false
@@ -288,7 +313,7 @@ func (p *popper) run(job *popJob) {
 		job.call.t.quota.longPollDone()
 		p.count.Add(-1)
 		p.b.finish(job.call)
-		return
+		return fillNone
 	}
 	// A pop that waits attaches to its queue; so does one of a queue that
 	// names no partition, to use and leave what the bridge knows of its
@@ -303,7 +328,7 @@ func (p *popper) run(job *popJob) {
 			// Nothing can be ready: wait on, or, at the deadline, answer
 			// that nothing came without asking PostgreSQL again.
 			if time.Now().Before(job.deadline) && p.park(job, seq, time.Time{}) {
-				return
+				return fillNone
 			}
 			if !time.Now().Before(job.deadline) {
 				p.detach(job.req.Queue)
@@ -311,7 +336,7 @@ func (p *popper) run(job *popJob) {
 				p.reply(job, nil)
 				p.count.Add(-1)
 				p.b.finish(job.call)
-				return
+				return fillNone
 			}
 		}
 	}
@@ -352,7 +377,7 @@ func (p *popper) run(job *popJob) {
 		// cursor, the others wait on its outcome.
 		if p.deferToScan(job) {
 			if p.park(job, seq, time.Time{}) {
-				return
+				return fillNone
 			}
 		} else {
 			msgs, err = p.popAll(job, attached, began)
@@ -368,7 +393,7 @@ func (p *popper) run(job *popJob) {
 		p.b.obs.PopTx(time.Since(tried), job.req.Queue, len(msgs))
 	}
 	if err == nil && len(msgs) == 0 && waits && time.Now().Before(job.deadline) && p.park(job, seq, began) {
-		return
+		return fillNone
 	}
 	if attached {
 		p.detach(job.req.Queue)
@@ -378,13 +403,16 @@ func (p *popper) run(job *popJob) {
 		// place free.
 		job.call.t.quota.longPollDone()
 	}
+	fill := fillNone
 	if err != nil {
 		p.b.respondError(job.call, err)
 	} else {
+		fill = fillOf(job.req, msgs)
 		p.reply(job, msgs)
 	}
 	p.count.Add(-1)
 	p.b.finish(job.call)
+	return fill
 }
 
 // gone reports whether a waiting pop's requester has stopped listening

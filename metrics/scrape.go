@@ -34,6 +34,7 @@ var (
 
 	descInFlight   = prometheus.NewDesc("comb_requests_in_flight", "Requests the bridge has taken and not yet answered.", nil, nil)
 	descWaiting    = prometheus.NewDesc("comb_pops_waiting", "Pops long-polling on the bridge.", nil, nil)
+	descGated      = prometheus.NewDesc("comb_pops_gated", "Pops waiting for other pops of their group to finish, at the pop gate that keeps a group's pops from coming back near empty (docs/operations.md).", nil, nil)
 	descOverloaded = prometheus.NewDesc("comb_requests_overloaded_total", "Requests refused with 429 because one of the bridge's bounds was reached.", nil, nil)
 	descErrors     = prometheus.NewDesc("comb_request_errors_total", "Error replies of every kind.", nil, nil)
 	descPopCalls   = prometheus.NewDesc("comb_pop_store_calls_total", "Store calls of pops.", nil, nil)
@@ -51,7 +52,7 @@ var (
 func (c *scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descDepth, descLag, descActive, descExpired, descFigsUp, descFigsRows,
 		descPoolAcquired, descPoolIdle, descPoolTotal, descPoolMax, descPoolAcq, descPoolEmpty, descPoolWait, descPoolCanceled,
-		descInFlight, descWaiting, descOverloaded, descErrors, descPopCalls, descPopScans, descHandoffs, descChecks, descDedupIDs,
+		descInFlight, descWaiting, descGated, descOverloaded, descErrors, descPopCalls, descPopScans, descHandoffs, descChecks, descDedupIDs,
 		descSpoolBytes, descSpoolRecords, descSpoolOldest, descSpoolDrained} {
 		ch <- d
 	}
@@ -133,6 +134,7 @@ func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 		s := stats()
 		ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(s.InFlight))
 		ch <- prometheus.MustNewConstMetric(descWaiting, prometheus.GaugeValue, float64(s.Waiting))
+		ch <- prometheus.MustNewConstMetric(descGated, prometheus.GaugeValue, float64(s.Gated))
 		ch <- prometheus.MustNewConstMetric(descOverloaded, prometheus.CounterValue, float64(s.Overloaded))
 		ch <- prometheus.MustNewConstMetric(descErrors, prometheus.CounterValue, float64(s.Errors))
 		ch <- prometheus.MustNewConstMetric(descPopCalls, prometheus.CounterValue, float64(s.PopStoreCalls))
