@@ -977,6 +977,9 @@ type Stats struct {
 	// PopScans counts the pops' store calls that read every cursor of
 	// their group in the ready set: the others find cursors by key.
 	PopScans int64
+	// PopsGated counts the pops that waited in their group's line at the
+	// pop gate (Gated is how many wait now).
+	PopsGated int64
 	// PopHandoffs counts the waiting pops that a push answered with what
 	// it stored, leased in its own transaction (handoff.go).
 	PopHandoffs int64
@@ -1002,6 +1005,7 @@ func (b *Bridge) Stats() Stats {
 		WaiterChecks:     b.pops.checks.Load(),
 		PopScans:         b.pops.scans.Load(),
 		PopHandoffs:      b.pops.handoffs.Load(),
+		PopsGated:        b.pops.gate.lined.Load(),
 	}
 	_, st.DedupIDs = b.st.DedupCache()
 	for _, t := range b.tenants {

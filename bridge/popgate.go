@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/combmq/comb/domain"
 	"github.com/combmq/comb/protocol"
@@ -51,6 +52,8 @@ type popGate struct {
 	max   int // Config.PopWorkers: the limit of a group that pops fill
 	mu    sync.Mutex
 	gates map[gateKey]*groupGate
+	// lined counts the pops that waited in a line (Stats.PopsGated).
+	lined atomic.Int64
 }
 
 func newPopGate(max int) *popGate {
@@ -85,6 +88,7 @@ func (pg *popGate) enter(job *popJob) bool {
 	}
 	if g.active >= g.limit {
 		g.line = append(g.line, job)
+		pg.lined.Add(1)
 		return false
 	}
 	g.active++

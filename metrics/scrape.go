@@ -39,6 +39,7 @@ var (
 	descErrors     = prometheus.NewDesc("comb_request_errors_total", "Error replies of every kind.", nil, nil)
 	descPopCalls   = prometheus.NewDesc("comb_pop_store_calls_total", "Store calls of pops.", nil, nil)
 	descPopScans   = prometheus.NewDesc("comb_pop_scans_total", "Store calls of pops that read every cursor of their group (the others find cursors by key).", nil, nil)
+	descGatedTotal = prometheus.NewDesc("comb_pops_gated_total", "Pops that waited for other pops of their group to finish, at the pop gate (docs/operations.md).", nil, nil)
 	descHandoffs   = prometheus.NewDesc("comb_pop_handoffs_total", "Long-polling pops answered by a push, which leased them what it stored in its own transaction (no pop statement).", nil, nil)
 	descChecks     = prometheus.NewDesc("comb_pop_waiter_checks_total", "Safety checks of the long-polling pops: one statement each for all of them.", nil, nil)
 	descDedupIDs   = prometheus.NewDesc("comb_dedup_ids", "Producer ids the bridge holds in memory for deduplication (about 64 bytes of heap each).", nil, nil)
@@ -52,7 +53,7 @@ var (
 func (c *scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descDepth, descLag, descActive, descExpired, descFigsUp, descFigsRows,
 		descPoolAcquired, descPoolIdle, descPoolTotal, descPoolMax, descPoolAcq, descPoolEmpty, descPoolWait, descPoolCanceled,
-		descInFlight, descWaiting, descGated, descOverloaded, descErrors, descPopCalls, descPopScans, descHandoffs, descChecks, descDedupIDs,
+		descInFlight, descWaiting, descGated, descOverloaded, descErrors, descPopCalls, descPopScans, descGatedTotal, descHandoffs, descChecks, descDedupIDs,
 		descSpoolBytes, descSpoolRecords, descSpoolOldest, descSpoolDrained} {
 		ch <- d
 	}
@@ -140,6 +141,7 @@ func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descPopCalls, prometheus.CounterValue, float64(s.PopStoreCalls))
 		ch <- prometheus.MustNewConstMetric(descPopScans, prometheus.CounterValue, float64(s.PopScans))
 		ch <- prometheus.MustNewConstMetric(descHandoffs, prometheus.CounterValue, float64(s.PopHandoffs))
+		ch <- prometheus.MustNewConstMetric(descGatedTotal, prometheus.CounterValue, float64(s.PopsGated))
 		ch <- prometheus.MustNewConstMetric(descChecks, prometheus.CounterValue, float64(s.WaiterChecks))
 		ch <- prometheus.MustNewConstMetric(descDedupIDs, prometheus.GaugeValue, float64(s.DedupIDs))
 	}
