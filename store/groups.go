@@ -70,7 +70,9 @@ func (s *Store) DeleteGroup(ctx context.Context, ref domain.QueueRef, group stri
 		// creation (ensureGroup, createPartitions, a push's fresh
 		// partitions), and deleting the group row waits for the pops
 		// that make its cursors (their FOR KEY SHARE, makeMissingCursors):
-		// no cursor of the group is made after its delete.
+		// no cursor of the group is made after its delete. A pop takes
+		// the group's row before it locks cursors (madeFirst), as this
+		// does, so the two never wait for each other in a circle.
 		if err := lockQueue(ctx, tx, q, "FOR UPDATE"); err != nil {
 			queueGone = errors.Is(err, domain.ErrNotFound)
 			return err

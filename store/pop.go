@@ -171,6 +171,19 @@ func makeMissingCursors(src string) string {
 )`
 }
 
+// madeFirst is a condition of every pop's cand that runs made (the
+// cursors it makes, makeMissingCursors) to its end before cand locks a
+// cursor: an uncorrelated subquery, which PostgreSQL evaluates once, as a
+// one-time filter, before it reads a row below it. A pop then takes the
+// group's row (FOR KEY SHARE, in made) before its cursors, in the order
+// DeleteGroup takes them (the group's row, then its cursors). Left to
+// itself, PostgreSQL ran made last, when the statement's final part read
+// it, after cand had locked cursors: a pop holding a cursor waited for a
+// DeleteGroup that had deleted the group's row, which waited for that
+// cursor, and one of the two failed with a deadlock
+// (TestDeleteGroupBesidePopsLeavesNoCursor).
+const madeFirst = `(SELECT count(*) FROM made) >= 0`
+
 // popOne is the statement of a pop that names its partition: cand claims
 // its one cursor, and it reports no other partitions.
 func popOne(end string) string {
@@ -184,7 +197,7 @@ WITH one AS (
            r.next_offset, p.name
     FROM comb_cursors c JOIN comb_partitions p ON p.id = c.partition_id
     CROSS JOIN LATERAL (SELECT %s AS next_offset) r
-    WHERE %s AND %s
+    WHERE %s AND %s AND `+madeFirst+`
     ORDER BY c.leased_at NULLS FIRST, c.partition_id
     LIMIT $4
     FOR UPDATE OF c SKIP LOCKED
@@ -218,7 +231,7 @@ WITH ready AS MATERIALIZED (
     FROM ready x JOIN comb_cursors c ON c.partition_id = x.partition_id AND c.group_name = $2
     JOIN comb_partitions p ON p.id = c.partition_id
     CROSS JOIN LATERAL (SELECT %[1]s AS next_offset) r
-    WHERE %[4]s
+    WHERE %[4]s AND `+madeFirst+`
     ORDER BY x.leased_at NULLS FIRST, x.partition_id
     LIMIT $4
     FOR UPDATE OF c SKIP LOCKED
