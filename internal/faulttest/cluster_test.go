@@ -79,9 +79,16 @@ func TestClusterKillAndRollingRestart(t *testing.T) {
 	_, err := admin.Configure(ctx, queue, comb.ConfigPatch{LeaseMS: comb.Int64(leaseMS), DedupWindowS: comb.Int64(600)})
 	require.NoError(t, err)
 
+	// A delivery keeps what tells two deliveries of an id apart when
+	// they should not both exist: the lease each came under (one lease
+	// twice is the client's or the wire's doing, two leases the store's),
+	// the consumer, and when, against the kill and the restarts.
 	type delivery struct {
-		offset  int64
-		attempt int
+		offset   int64
+		attempt  int
+		lease    string
+		consumer int
+		at       time.Duration
 	}
 	var (
 		mu        sync.Mutex
@@ -156,7 +163,7 @@ func TestClusterKillAndRollingRestart(t *testing.T) {
 						if len(delivered[d.ID]) == 0 {
 							firstSeen[d.Partition] = append(firstSeen[d.Partition], d.ID)
 						}
-						delivered[d.ID] = append(delivered[d.ID], delivery{d.Offset, d.Attempt})
+						delivered[d.ID] = append(delivered[d.ID], delivery{d.Offset, d.Attempt, d.Lease, k, time.Since(started)})
 					}
 					return nil
 				})
@@ -285,7 +292,8 @@ func TestClusterKillAndRollingRestart(t *testing.T) {
 		attempts := map[int]bool{}
 		for _, d := range ds {
 			require.Equal(t, as[0].offset, d.offset, "id %s delivered at another offset", id)
-			require.False(t, attempts[d.attempt], "id %s delivered twice as attempt %d", id, d.attempt)
+			require.False(t, attempts[d.attempt], "id %s delivered twice as attempt %d: %+v (kill at %v, restarts from %v)",
+				id, d.attempt, ds, killAt.Sub(started), rollAt.Sub(started))
 			attempts[d.attempt] = true
 		}
 		if len(ds) > 1 {
