@@ -27,9 +27,10 @@ const offerMargin = 100 * time.Millisecond
 const maxOffers = 64
 
 // claimOffers takes, for the pushes of batch, waiting pops to offer what
-// they store: per queue, each waiter that names a partition the pushes
-// store in, or names none, takes one partition not yet offered to its
-// group. The waiters taken stay attached to their queues until
+// they store: per queue, each waiter, and then each long poll in its
+// group's line at the pop gate (popgate.go), that names a partition the
+// pushes store in, or names none, takes one partition not yet offered to
+// its group. The pops taken are attached to their queues until
 // settleOffers.
 func (p *popper) claimOffers(batch []*pushJob) ([]domain.Offer, []*popJob) {
 	if p.b.maintenance.Load() {
@@ -37,7 +38,7 @@ func (p *popper) claimOffers(batch []*pushJob) ([]domain.Offer, []*popJob) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.nwait == 0 || p.stopping {
+	if (p.nwait == 0 && p.gate.inLine.Load() == 0) || p.stopping {
 		return nil, nil
 	}
 	var offers []domain.Offer
@@ -45,18 +46,19 @@ func (p *popper) claimOffers(batch []*pushJob) ([]domain.Offer, []*popJob) {
 	type target struct{ group, partition string }
 	done := map[domain.QueueRef]bool{} // queues whose waiters were offered
 	for i, j := range batch {
-		wq := p.queues[j.req.Queue]
-		if wq == nil || len(wq.waiters) == 0 || done[j.req.Queue] {
+		queue := j.req.Queue
+		wq := p.queues[queue]
+		if done[queue] || ((wq == nil || len(wq.waiters) == 0) && p.gate.inLine.Load() == 0) {
 			continue
 		}
-		done[j.req.Queue] = true
+		done[queue] = true
 		// The partitions the queue's pushes in this batch store in, in
 		// order; delayed messages wait, so their partitions are left out.
 		var parts []string
 		stores := map[string]bool{} // the partitions in parts
 		held := map[string]bool{}
 		for _, k := range batch[i:] {
-			if k.req.Queue != j.req.Queue {
+			if k.req.Queue != queue {
 				continue
 			}
 			for _, m := range k.req.Messages {
@@ -72,12 +74,10 @@ func (p *popper) claimOffers(batch []*pushJob) ([]domain.Offer, []*popJob) {
 		taken := map[target]bool{}
 		next := map[string]int{} // per group: the next partition to offer
 		now := time.Now()
-		for job := range wq.waiters {
-			if len(offers) == maxOffers {
-				break
-			}
+		// offer makes job an offer if it may have one.
+		offer := func(job *popJob) bool {
 			if job.ns || job.deadline.Sub(now) < offerMargin {
-				continue
+				return false
 			}
 			g, part := job.req.Group, job.req.Partition
 			if part == "" {
@@ -85,20 +85,40 @@ func (p *popper) claimOffers(batch []*pushJob) ([]domain.Offer, []*popJob) {
 					next[g]++
 				}
 				if next[g] == len(parts) {
-					continue
+					return false
 				}
 				part = parts[next[g]]
 			} else if held[part] || taken[target{g, part}] || !stores[part] {
-				continue
+				return false
 			}
 			if p.gone(job) {
-				continue // its own next try drops it
+				return false // its own next try drops it
 			}
 			taken[target{g, part}] = true
-			p.takeLocked(wq, job)
 			offers = append(offers, domain.Offer{Pop: job.req, Partition: part})
 			jobs = append(jobs, job)
+			return true
 		}
+		if wq != nil {
+			for job := range wq.waiters {
+				if len(offers) == maxOffers {
+					break
+				}
+				if offer(job) {
+					p.takeLocked(wq, job)
+				}
+			}
+		}
+		p.gate.takeLined(queue, func(job *popJob) (took, more bool) {
+			if len(offers) == maxOffers {
+				return false, false
+			}
+			if !offer(job) {
+				return false, true
+			}
+			p.attachLocked(queue) // a pop in line is not attached
+			return true, true
+		})
 	}
 	return offers, jobs
 }

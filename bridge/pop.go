@@ -807,12 +807,7 @@ func (p *popper) observePopped(job *popJob, msgs []domain.Message) {
 func (p *popper) attach(queue domain.QueueRef, group string, anyPartition bool) (seq uint64, k known) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	wq := p.queues[queue]
-	if wq == nil {
-		wq = &waitQueue{waiters: map[*popJob]struct{}{}, empty: map[string]*emptyMark{}, claims: map[claimKey]int{}, scans: map[string]int{}}
-		p.queues[queue] = wq
-	}
-	wq.refs++
+	wq := p.attachLocked(queue)
 	if m, ok := wq.empty[group]; anyPartition && ok && m.fresh(p.b.cfg.RetryInterval) {
 		k.valid, k.partial, k.turn = true, m.partial, m.turns
 		m.turns++
@@ -821,6 +816,17 @@ func (p *popper) attach(queue domain.QueueRef, group string, anyPartition bool) 
 		}
 	}
 	return wq.seq, k
+}
+
+// attachLocked notes that a pop of queue is trying, and returns the queue.
+func (p *popper) attachLocked(queue domain.QueueRef) *waitQueue {
+	wq := p.queues[queue]
+	if wq == nil {
+		wq = &waitQueue{waiters: map[*popJob]struct{}{}, empty: map[string]*emptyMark{}, claims: map[claimKey]int{}, scans: map[string]int{}}
+		p.queues[queue] = wq
+	}
+	wq.refs++
+	return wq
 }
 
 // detach undoes attach, dropping the queue's entry when nobody is left.

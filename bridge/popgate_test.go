@@ -95,3 +95,39 @@ func TestFillOf(t *testing.T) {
 	require.Equal(t, fillThin, fillOf(domain.PopParams{}, msgs(49, 10)), "max 0 is the default max")
 	require.Equal(t, fillFull, fillOf(domain.PopParams{}, msgs(protocol.DefaultPopMax/2, 10)))
 }
+
+// TestPopGateTakeLined: a hand-off takes pops out of the lines of its
+// queue's groups only, those it wants, and stops when told; the rest keep
+// their order, and the count of pops in line follows.
+func TestPopGateTakeLined(t *testing.T) {
+	t.Parallel()
+	pg := newPopGate(1)
+	k := gateKey{domain.Global("q"), protocol.DefaultGroup}
+	require.True(t, pg.enter(gateJob("q", "")))
+	require.True(t, pg.enter(gateJob("r", "")))
+	var line []*popJob
+	for range 4 {
+		j := gateJob("q", "")
+		require.False(t, pg.enter(j))
+		line = append(line, j)
+	}
+	other := gateJob("r", "")
+	require.False(t, pg.enter(other))
+	require.EqualValues(t, 5, pg.inLine.Load())
+
+	var seen []*popJob
+	pg.takeLined(domain.Global("q"), func(j *popJob) (bool, bool) {
+		seen = append(seen, j)
+		return j == line[1], j != line[2] // take the second, stop at the third
+	})
+	require.Equal(t, line[:3], seen, "in line order, up to the stop; never another queue's")
+	require.Equal(t, []*popJob{line[0], line[2], line[3]}, pg.gates[k].line)
+	require.EqualValues(t, 4, pg.inLine.Load())
+	require.Equal(t, 4, pg.lines())
+
+	require.Equal(t, []*popJob{line[0]}, pg.leave(k, fillNone))
+	require.EqualValues(t, 3, pg.inLine.Load())
+	pg.takeLined(domain.Global("q"), func(*popJob) (bool, bool) { return true, true })
+	require.Empty(t, pg.gates[k].line)
+	require.EqualValues(t, 1, pg.inLine.Load(), "r's pop is still in line")
+}
