@@ -108,7 +108,6 @@ func (b *Broker) start(ctx context.Context) error {
 	quotas := cfg.Bridge.Quotas
 	st, err := store.Open(life, b.pgURL, store.Options{
 		MaxConns:      cfg.Postgres.MaxConns,
-		PopConns:      int32(cfg.Bridge.PopWorkers),
 		DurablePops:   cfg.Postgres.DurablePops,
 		QueueCacheTTL: cfg.Postgres.QueueCacheTTL,
 		MaxQueues:     func(tenant string) int64 { return quotas.Of(tenant).MaxQueues },

@@ -91,6 +91,3 @@ func (s *Store) ReadySeen() int {
 	defer s.readyMu.Unlock()
 	return len(s.readySeen)
 }
-
-// PlannedPops are the statements planned on each pop connection.
-var PlannedPops = plannedPops

@@ -6,10 +6,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"log/slog"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -290,44 +288,6 @@ WHERE EXISTS (SELECT 1 FROM made) AND NOT EXISTS (SELECT 1 FROM upd)`
 // when it leased nothing and made cursors (makeMissingCursors): the pop
 // runs again, and finds them.
 const madeOnly = -1
-
-// plannedPops are the pop statements that planPops plans on each new
-// connection of the pop pool: those of pops without delays (a queue with
-// a delay_ms, and delayed messages, plan theirs on first use).
-var plannedPops = []string{popSQL, popPartitionSQL, popCandidatesSQL}
-
-// planPops prepares the plannedPops on c, the way pgx would on their
-// first run (keyed by their SQL, so that every later run uses them), and
-// has PostgreSQL make and keep their generic plans (EXPLAIN EXECUTE runs
-// nothing): a pop statement takes 2 to 5 ms to plan, more on a new
-// connection that has yet to read the catalog, and the first pops of
-// each new connection paid it, most of a fresh broker's first second
-// (docs/benchmarks.md). The plans are made under keyedPlansSQL's
-// settings, the ones every pop runs with. It is best effort: a
-// connection opened before the migrations made the tables plans nothing
-// here (Migrate plans the idle ones afterwards), and an error leaves the
-// statements to their first run, as before.
-func planPops(ctx context.Context, c *pgx.Conn, log *slog.Logger) {
-	err := pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, keyedPlansSQL); err != nil {
-			return err
-		}
-		for _, sql := range plannedPops {
-			sd, err := c.Prepare(ctx, sql, sql)
-			if err != nil {
-				return err
-			}
-			nulls := strings.TrimSuffix(strings.Repeat("NULL, ", len(sd.ParamOIDs)), ", ")
-			if _, err := tx.Exec(ctx, `EXPLAIN EXECUTE `+sd.Name+`(`+nulls+`)`); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		log.Debug("pop statements not planned ahead", "err", err)
-	}
-}
 
 // Pop leases the next messages of a queue for a group. It returns no
 // messages and no error when nothing is ready; domain.ErrNotFound when the

@@ -60,10 +60,6 @@ type Options struct {
 	// past it is refused with domain.ErrLimit.
 	MaxQueues func(tenant string) int64
 	Logger    *slog.Logger
-	// PopConns is how many connections the pop pool keeps open, each
-	// with the pop statements planned before its first pop (planPops):
-	// the bridge's pop workers, which use one each. 0 means 2.
-	PopConns int32
 	// Tracer, when set, sees every statement and batch of both pools
 	// (pgx's tracing hook: a pgx.QueryTracer, and a pgx.BatchTracer if it
 	// is one).
@@ -165,22 +161,14 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	// skewed values): planning it once saves that on every new connection,
 	// most of a fresh broker's first second.
 	popCfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
-	popCfg.MinConns = min(max(opts.PopConns, 2), popCfg.MaxConns)
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	popCfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
-		if err := afterConnect(ctx, c); err != nil {
-			return err
-		}
-		planPops(ctx, c, log)
-		return nil
-	}
 	popPool, err := pgxpool.NewWithConfig(ctx, popCfg)
 	if err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("store: connect: %w", err)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
 	ttl := opts.QueueCacheTTL
 	if ttl == 0 {
@@ -325,13 +313,6 @@ func (s *Store) Migrate(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("store: migrate %s: %w", m.name, err)
 		}
-	}
-	// The pop connections opened before the tables existed could not
-	// plan their statements: they do now.
-	idle := s.popPool.AcquireAllIdle(ctx)
-	for _, c := range idle {
-		planPops(ctx, c.Conn(), s.log)
-		c.Release()
 	}
 	return nil
 }
