@@ -2,7 +2,7 @@
 # What PostgreSQL runs for one loader shape, by kind of statement: a fresh
 # database on a PostgreSQL that preloads pg_stat_statements, one
 # `comb serve` on it, one `comb loadtest -verify`, then the calls and
-# execution time of pops (every cursor, candidates by key, one partition),
+# execution time of pops (the ready set, candidates by key, one partition),
 # acks, pushes and the rest. Plans and planning time are counted when the
 # server also sets pg_stat_statements.track_planning=on (0 otherwise).
 #   PGURL=postgres://postgres@127.0.0.1:25500 docs/benchmarks/statements.sh COMB_BINARY [loadtest flags]
@@ -25,12 +25,13 @@ psql "$PGURL/comb" -qAtc "SELECT pg_stat_statements_reset()" >/dev/null
 	grep -E '^\[(final|resources|verify)'
 psql "$PGURL/comb" <<'SQL'
 SELECT CASE
-         WHEN q LIKE '%c.group_name = $2 AND $3::bigint = $%' THEN 'pop: every cursor'
-         WHEN q LIKE '%ANY($3::bigint[])%' THEN 'pop: candidates by key'
-         WHEN q LIKE '%c.partition_id = $3 AND%' THEN 'pop: one partition by key'
+         WHEN q LIKE '%y.queue_id = $1 AND $3::bigint =%' THEN 'pop: the ready set'
+         WHEN q LIKE '%p.id = ANY($3::bigint[]) AND $1::bigint >%' THEN 'pop: candidates by key'
+         WHEN q LIKE '%WHERE p.id = $3 AND p.next_offset > p.low_offset%' THEN 'pop: one partition by key'
          WHEN q LIKE 'WITH x AS%unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[])%' THEN 'ack'
          WHEN q LIKE 'INSERT INTO comb_segments%'
            OR q LIKE 'UPDATE comb_partitions p SET next_offset%'
+           OR q LIKE 'WITH u AS ( UPDATE comb_partitions p SET next_offset%'
            OR q LIKE 'SELECT id FROM comb_partitions WHERE id = ANY($1) ORDER BY id FOR UPDATE%'
            THEN 'push (3 statements a transaction)'
          WHEN q LIKE 'UPDATE comb_cursors c SET lease_id = CASE WHEN x.auto%' THEN 'push: hand-off to waiting pops'
