@@ -5,83 +5,101 @@ import (
 
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/stretchr/testify/require"
+
+	"github.com/combmq/comb/domain"
 )
 
-// splitElems cuts data into elements at the lengths its leading bytes
-// give, so that a fuzzer reaches empty, small and large elements alike.
-func splitElems(data []byte) [][]byte {
-	var out [][]byte
-	for len(data) > 0 {
-		n := int(data[0]) * int(data[0]) // 0..65025
-		data = data[1:]
+// segmentsOf cuts data into segments of messages, each message's id,
+// encoding, headers and data taken from data's bytes in turn, so that a
+// fuzzer reaches empty, small and large ones alike. A segment ends
+// where a message's first byte is 0.
+func segmentsOf(data []byte) segmentPayloads {
+	take := func(n int) []byte {
 		n = min(n, len(data))
-		out = append(out, data[:n])
+		out := data[:n]
 		data = data[n:]
+		return out
 	}
-	return out
+	var a segmentPayloads
+	seg := &segmentBuf{}
+	for len(data) > 0 {
+		head := take(1)[0]
+		if head == 0 {
+			a = append(a, seg)
+			seg = &segmentBuf{}
+			continue
+		}
+		m := &domain.PushMessage{
+			ID:       string(take(int(head % 8))),
+			Encoding: domain.Encoding(head % 3),
+			Data:     take(int(head) * int(head)),
+		}
+		if head%5 == 0 {
+			m.Headers = take(int(head % 16))
+		}
+		seg.msgs = append(seg.msgs, m)
+		seg.size += frameLen(m.ID, m.Data, m.Headers)
+	}
+	return append(a, seg)
 }
 
-func encodeBoth(t testing.TB, elems [][]byte) (want, got []byte) {
+// encodeBoth encodes a in format as pgx encodes its payloads built, and
+// as the store does.
+func encodeBoth(t testing.TB, a segmentPayloads, format int16) (want, got []byte) {
 	plain := pgtype.NewMap()
-	want, err := plain.Encode(pgtype.ByteaArrayOID, pgtype.BinaryFormatCode, elems, nil)
+	want, err := plain.Encode(pgtype.ByteaArrayOID, format, a.frames(), nil)
 	require.NoError(t, err)
 	ours := pgtype.NewMap()
 	registerEncoders(ours)
-	got, err = ours.Encode(pgtype.ByteaArrayOID, pgtype.BinaryFormatCode, byteaArray(elems), make([]byte, 0, 256))
+	got, err = ours.Encode(pgtype.ByteaArrayOID, format, a, make([]byte, 0, 256))
 	require.NoError(t, err)
 	return want, got
 }
 
-func TestByteaArrayEncodesAsPgx(t *testing.T) {
-	for _, elems := range [][][]byte{
-		nil,
-		{},
+// TestSegmentPayloadsEncodeAsPgx: the payloads framed straight into the
+// parameter buffer are pgx's encoding of the payloads built, in both
+// formats, and each payload frames its messages as a segment is read.
+func TestSegmentPayloadsEncodeAsPgx(t *testing.T) {
+	big := make([]byte, 100_000)
+	for i, a := range []segmentPayloads{
+		{}, // (a nil one pgx sends as NULL before any plan sees it)
 		{{}},
-		{[]byte("a")},
-		{[]byte("one"), {}, make([]byte, 100_000), []byte("last")},
+		segmentsOf([]byte{1, 'a'}),
+		segmentsOf([]byte{2, 'a', 'b', 'c', 'd', 0, 5, 'h', 'i', 'j', 'k', 'l', 0, 0}),
+		segmentsOf(append([]byte{255}, big...)),
 	} {
-		want, got := encodeBoth(t, elems)
-		require.Equal(t, want, got)
-		if len(elems) > 0 {
-			// The room made is exactly what the encoding takes.
-			require.Equal(t, byteaArray(elems).binaryLen(), len(got))
+		for _, format := range []int16{pgtype.BinaryFormatCode, pgtype.TextFormatCode} {
+			want, got := encodeBoth(t, a, format)
+			require.Equal(t, want, got, "case %d, format %d", i, format)
+			if format == pgtype.BinaryFormatCode && len(a) > 0 {
+				// The room made is exactly what the encoding takes.
+				require.Equal(t, a.binaryLen(), len(got))
+			}
+		}
+		for i, payload := range a.frames() {
+			require.Len(t, payload, a[i].size)
+			for _, m := range a[i].msgs {
+				f, rest, err := readFrame(payload, framesHeaders)
+				require.NoError(t, err)
+				require.Equal(t, m.ID, string(f.id))
+				require.Equal(t, m.Encoding, f.enc)
+				require.Equal(t, string(m.Data), string(f.data))
+				require.Equal(t, string(m.Headers), string(f.headers))
+				payload = rest
+			}
+			require.Empty(t, payload)
 		}
 	}
 }
 
-func FuzzByteaArrayEncode(f *testing.F) {
+func FuzzSegmentPayloads(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte{0})
-	f.Add([]byte{2, 'a', 'b', 'c', 'd', 1, 'e'})
+	f.Add([]byte{2, 'a', 'b', 'c', 'd', 0, 5, 'e'})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		elems := splitElems(data)
-		want, got := encodeBoth(t, elems)
+		a := segmentsOf(data)
+		want, got := encodeBoth(t, a, pgtype.BinaryFormatCode)
 		require.Equal(t, want, got)
+		require.Equal(t, a.binaryLen(), len(got))
 	})
-}
-
-// BenchmarkByteaArrayEncode encodes a reference push transaction's
-// payloads (200 segments of 20 KB) into pgx's 256-byte starting buffer.
-func BenchmarkByteaArrayEncode(b *testing.B) {
-	elems := make([][]byte, 200)
-	for i := range elems {
-		elems[i] = make([]byte, 20_000)
-	}
-	for _, bc := range []struct {
-		name  string
-		value any
-		m     *pgtype.Map
-	}{
-		{"pgx", elems, pgtype.NewMap()},
-		{"presized", byteaArray(elems), func() *pgtype.Map { m := pgtype.NewMap(); registerEncoders(m); return m }()},
-	} {
-		b.Run(bc.name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := bc.m.Encode(pgtype.ByteaArrayOID, pgtype.BinaryFormatCode, bc.value, make([]byte, 0, 256)); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
 }

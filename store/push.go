@@ -14,13 +14,14 @@ import (
 
 // segmentBuf collects one partition's messages of a push transaction.
 type segmentBuf struct {
-	id     int64
-	n      int64
-	bytes  int64
-	frames []byte
-	size   int // of frames, once written
-	base   int64
-	ok     bool
+	id    int64
+	n     int64
+	bytes int64
+	msgs  []*domain.PushMessage // in order: its payload frames them (segmentPayloads)
+	count int                   // of msgs, counted before they are listed
+	size  int                   // of its payload
+	base  int64
+	ok    bool
 }
 
 // msgPlace says where one pushed message went: into a segment at an index,
@@ -323,13 +324,13 @@ func (s *Store) checkLimits(ctx context.Context, p *pushPlan, limited map[int64]
 	return nil
 }
 
-// buildSegments frames every message that is not a duplicate into its
-// partition's segment.
+// buildSegments puts every message that is not a duplicate into its
+// partition's segment. Their frames are written as the segments' payloads
+// are encoded (segmentPayloads), straight into pgx's parameter buffer.
 func (p *pushPlan) buildSegments() {
 	p.holds = p.holds[:0]
-	// First the size of every segment, so that all their frames share
-	// one allocation and none grows as it is written: growing them was
-	// the broker's largest copy (CPU profile, reference shape).
+	// First how many messages each segment takes, so that all their lists
+	// share one allocation.
 	total := 0
 	for i, r := range p.reqs {
 		if p.outs[i].Err != nil {
@@ -345,29 +346,29 @@ func (p *pushPlan) buildSegments() {
 				seg = &segmentBuf{id: pl.pid}
 				p.segs[pl.pid] = seg
 			}
-			m := &r.Messages[j]
-			k := frameLen(m.ID, m.Data, m.Headers)
-			seg.size += k
-			total += k
+			seg.count++
+			total++
 		}
 	}
-	arena := make([]byte, total)
+	all := make([]*domain.PushMessage, total)
 	for _, id := range p.pids {
-		if seg := p.segs[id]; seg != nil && seg.frames == nil {
-			seg.frames, arena = arena[:0:seg.size], arena[seg.size:]
+		if seg := p.segs[id]; seg != nil && seg.msgs == nil {
+			seg.msgs, all = all[:0:seg.count], all[seg.count:]
 		}
 	}
 	for i, r := range p.reqs {
 		if p.outs[i].Err != nil {
 			continue
 		}
-		for j, m := range r.Messages {
+		for j := range r.Messages {
 			pl := &p.places[i][j]
 			if pl.dup {
 				continue
 			}
 			seg := p.segs[pl.pid]
-			seg.frames = appendFrame(seg.frames, m.ID, m.Data, m.Encoding, m.Headers)
+			m := &r.Messages[j]
+			seg.msgs = append(seg.msgs, m)
+			seg.size += frameLen(m.ID, m.Data, m.Headers)
 			seg.bytes += int64(m.Size())
 			pl.seg, pl.idx = seg, seg.n
 			seg.n++
@@ -380,7 +381,7 @@ func (p *pushPlan) buildSegments() {
 
 // segmentArrays returns the segments as the arrays the SQL unnests, in
 // partition id order.
-func (p *pushPlan) segmentArrays() (pids, ns, bs []int64, payloads byteaArray, hot []bool) {
+func (p *pushPlan) segmentArrays() (pids, ns, bs []int64, payloads segmentPayloads, hot []bool) {
 	for _, id := range p.pids {
 		seg := p.segs[id]
 		if seg == nil {
@@ -389,7 +390,7 @@ func (p *pushPlan) segmentArrays() (pids, ns, bs []int64, payloads byteaArray, h
 		pids = append(pids, id)
 		ns = append(ns, seg.n)
 		bs = append(bs, seg.bytes)
-		payloads = append(payloads, seg.frames)
+		payloads = append(payloads, seg)
 		hot = append(hot, p.hot[id])
 	}
 	return pids, ns, bs, payloads, hot
