@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"time"
@@ -436,6 +437,9 @@ func (s *Store) PopReport(ctx context.Context, req domain.PopParams) (domain.Pop
 	if req.MaxBytes > 0 {
 		out, trim = trimToFit(req, out, pids, leases)
 	}
+	if s.log.Enabled(ctx, slog.LevelDebug) {
+		s.logLeases(ctx, req, leases, trim)
+	}
 	res := domain.PopResult{Messages: out, Ready: rep.others, Kept: rep.kept,
 		ReadyKnown: len(leases) > 0 && rep.ready > 0 && rep.ready < int64(parts+readyReportMax)}
 	if trim != nil {
@@ -467,6 +471,23 @@ func (s *Store) PopReport(ctx context.Context, req domain.PopParams) (domain.Pop
 		return none, fmt.Errorf("pop: commit: %w", classify(err))
 	}
 	return res, nil
+}
+
+// logLeases logs, at debug level, each lease a pop statement took (its
+// offsets, and the cursor's delivered_upto before it, from which the
+// attempt was counted) and how far a trim cut it back: what a redelivery's
+// attempt number is judged against.
+func (s *Store) logLeases(ctx context.Context, req domain.PopParams, leases []leasedRange, trim *trimArgs) {
+	for _, l := range leases {
+		upto := l.hi
+		if trim != nil {
+			if i := slices.Index(trim.pids, l.pid); i >= 0 {
+				upto = trim.uptos[i]
+			}
+		}
+		s.log.DebugContext(ctx, "pop leased", "queue", req.Queue.Name, "group", req.Group, "partition", l.name,
+			"partition_id", l.pid, "lease", l.lease, "from", l.lo, "to", l.hi, "returned_to", upto, "delivered_before", l.prev)
+	}
 }
 
 // readPop reads the pop statement's rows: the messages, the partition id

@@ -368,7 +368,15 @@ func newBrokerProc(t *testing.T, pgURL string) *brokerProc {
 				t.Errorf("the broker reported a data race")
 			}
 			if t.Failed() {
-				t.Logf("comb serve, run %d:\n%s", i+1, out)
+				// Less the leases that pops log at debug level (see
+				// leasesOf): one line a lease.
+				var kept bytes.Buffer
+				for line := range bytes.Lines(out) {
+					if !bytes.Contains(line, []byte(`msg="pop leased"`)) {
+						kept.Write(line)
+					}
+				}
+				t.Logf("comb serve, run %d:\n%s", i+1, kept.Bytes())
 			}
 		}
 	})

@@ -5,6 +5,8 @@ package faulttest
 import (
 	"context"
 	"fmt"
+	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,7 +57,10 @@ func TestClusterKillAndRollingRestart(t *testing.T) {
 	defer cancel()
 
 	started := time.Now()
-	bs := newClusterProcs(t, pgtest.URL(t), 3, "-lame-duck-duration", lameDuck, "-lame-duck-grace-period", ldmGrace)
+	// At debug level each broker logs the leases its pops take ("pop
+	// leased"), which a delivery twice as one attempt is shown against.
+	bs := newClusterProcs(t, pgtest.URL(t), 3, "-lame-duck-duration", lameDuck, "-lame-duck-grace-period", ldmGrace,
+		"-log-level", "debug")
 	for _, b := range bs {
 		b.start()
 	}
@@ -292,6 +297,9 @@ func TestClusterKillAndRollingRestart(t *testing.T) {
 		attempts := map[int]bool{}
 		for _, d := range ds {
 			require.Equal(t, as[0].offset, d.offset, "id %s delivered at another offset", id)
+			if attempts[d.attempt] {
+				t.Logf("the leases of %s's offset, as the brokers' pops took them:\n%s", id, leasesOf(bs, d.lease, d.offset))
+			}
 			require.False(t, attempts[d.attempt], "id %s delivered twice as attempt %d: %+v (kill at %v, restarts from %v)",
 				id, d.attempt, ds, killAt.Sub(started), rollAt.Sub(started))
 			attempts[d.attempt] = true
@@ -407,3 +415,41 @@ func waitRoutes(t *testing.T, bs []*brokerProc) {
 // drains, then its NATS server goes into lame duck mode. It waits until
 // the process is gone.
 func (b *brokerProc) terminate() { b.signalAndWait(syscall.SIGTERM, 30*time.Second) }
+
+// leasesOf returns the lines of the brokers' logs where a pop leased
+// offset on the partition of lease (its id is in every lease id,
+// "l-<id>-…"), in the order of the logs.
+func leasesOf(bs []*brokerProc, lease string, offset int64) string {
+	parts := strings.Split(lease, "-")
+	if len(parts) < 3 {
+		return "(no lease id)"
+	}
+	num := regexp.MustCompile(`\b(from|to)=(\d+)`)
+	var out strings.Builder
+	for i, b := range bs {
+		for j, path := range b.logs {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				continue
+			}
+			for line := range strings.Lines(string(data)) {
+				if !strings.Contains(line, `msg="pop leased"`) || !strings.Contains(line, " partition_id="+parts[1]+" ") {
+					continue
+				}
+				var from, to int64 = -1, -1
+				for _, m := range num.FindAllStringSubmatch(line, -1) {
+					v, _ := strconv.ParseInt(m[2], 10, 64)
+					if m[1] == "from" {
+						from = v
+					} else {
+						to = v
+					}
+				}
+				if from <= offset && offset <= to {
+					fmt.Fprintf(&out, "broker %d, run %d: %s", i, j+1, line)
+				}
+			}
+		}
+	}
+	return out.String()
+}
