@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/combmq/comb/bridge"
@@ -49,14 +50,14 @@ func TestPopGateLinesDrain(t *testing.T) {
 				if ctx.Err() != nil {
 					return
 				}
-				if !assertNoError(t, err) {
+				if !assert.NoError(t, err) {
 					return
 				}
 				pops.Add(1)
 				var rep struct {
 					Messages []msgOut `json:"messages"`
 				}
-				if !assertNoError(t, json.Unmarshal(m.Data, &rep)) {
+				if !assert.NoError(t, json.Unmarshal(m.Data, &rep)) {
 					return
 				}
 				for _, msg := range rep.Messages {
@@ -65,7 +66,7 @@ func TestPopGateLinesDrain(t *testing.T) {
 					}
 					delivered.Add(1)
 					_, err := nc.Request("comb.ack.gate", []byte(ackBody("", msg, "completed")), reqTimeout)
-					assertNoError(t, err)
+					assert.NoError(t, err)
 				}
 			}
 		})
@@ -77,17 +78,6 @@ func TestPopGateLinesDrain(t *testing.T) {
 	require.Positive(t, st.PopsGated, "thin pops of one group waited in line")
 	require.Zero(t, st.Gated, "no pop is left in a line")
 	t.Logf("%d pops, %d of them waited in line", pops.Load(), st.PopsGated)
-}
-
-// assertNoError reports err as a test error (from any goroutine) and
-// whether there was none.
-func assertNoError(t *testing.T, err error) bool {
-	t.Helper()
-	if err != nil {
-		t.Error(err)
-		return false
-	}
-	return true
 }
 
 // holdPops is an Observer that holds chosen tries of a queue's pops in the

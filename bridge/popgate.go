@@ -203,12 +203,4 @@ func (pg *popGate) takeLined(queue domain.QueueRef, take func(*popJob) (took, mo
 }
 
 // lines returns how many pops wait in the gate, for Stats.
-func (pg *popGate) lines() int {
-	pg.mu.Lock()
-	defer pg.mu.Unlock()
-	n := 0
-	for _, g := range pg.gates {
-		n += len(g.line)
-	}
-	return n
-}
+func (pg *popGate) lines() int { return int(pg.inLine.Load()) }
