@@ -12,7 +12,10 @@ package domain
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
+
+	"github.com/combmq/comb/protocol"
 )
 
 // Sentinel errors callers branch on. The bridge maps them to wire codes:
@@ -303,6 +306,21 @@ const (
 	// AckDead: dead-lettered at once.
 	AckDead
 )
+
+// String is the status's name on the wire (protocol.AckCompleted, …).
+func (s AckStatus) String() string {
+	switch s {
+	case AckCompleted:
+		return protocol.AckCompleted
+	case AckRetry:
+		return protocol.AckRetry
+	case AckFailed:
+		return protocol.AckFailed
+	case AckDead:
+		return protocol.AckDead
+	}
+	return "status " + strconv.Itoa(int(s))
+}
 
 // Ack settles a leased message and, cumulatively, those before it in its
 // lease.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -186,6 +187,11 @@ func (s *Store) Ack(ctx context.Context, reqs []domain.AckParams) ([]domain.AckO
 		for i, a := range r.Acks {
 			res[i] = judgeAck(f.pids[i], held, leaseKey{f.pids[i], group, a.Lease}, a.Offset)
 		}
+		if s.log.Enabled(ctx, slog.LevelDebug) {
+			for i, a := range r.Acks {
+				s.logAck(ctx, r.Queue, group, f.pids[i], a, res[i], nil)
+			}
+		}
 		outs[f.i].Results = res
 	}
 	return outs, nil
@@ -347,6 +353,9 @@ func (s *Store) ackInOrder(ctx context.Context, db writer, q queueRow, group str
 				if err != nil {
 					return err
 				}
+				if s.log.Enabled(ctx, slog.LevelDebug) {
+					s.logAck(ctx, q.ref(), group, pid, a, r, c)
+				}
 				// Retry and failed make messages deliverable again; the
 				// rarer statuses wake the group's pops without asking more.
 				// A hold makes them deliverable later: nothing to wake now.
@@ -379,6 +388,19 @@ func (s *Store) ackInOrder(ctx context.Context, db writer, q queueRow, group str
 		})
 	})
 	return results, err
+}
+
+// logAck logs, at debug level, one ack and what it did: with c (an ack
+// other than completed, ackInOrder) the cursor it left, committed offset
+// and attempt count; a delivery's attempt number is judged against them
+// (see Store.logLeases).
+func (s *Store) logAck(ctx context.Context, queue domain.QueueRef, group string, pid int64, a domain.Ack, r domain.AckResult, c *cursorState) {
+	attrs := []any{"queue", queue.Name, "group", group, "partition_id", pid, "lease", a.Lease,
+		"offset", a.Offset, "status", a.Status, "ok", r.Error == "", "error", r.Error}
+	if c != nil {
+		attrs = append(attrs, "committed", c.committed, "attempts", c.attempts, "lease_ended", !c.live)
+	}
+	s.log.DebugContext(ctx, "ack applied", attrs...)
 }
 
 // applyAck applies one validated ack to a locked cursor's state, and

@@ -1,11 +1,15 @@
 package store_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -988,4 +992,59 @@ func TestPopReportsKeptPartitions(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, res.Messages, 1)
 	require.Equal(t, []string{"d"}, res.Kept)
+}
+
+// TestDebugLogsLeasesAndAcks: at debug level the store logs each lease a
+// pop takes and each ack with what it did, the lines the cluster test
+// prints when a message comes twice as one attempt (leasesOf).
+func TestDebugLogsLeasesAndAcks(t *testing.T) {
+	t.Parallel()
+	var buf syncBuffer
+	ctx := ctxT(t)
+	st, err := store.Open(ctx, testURL(t), store.Options{MaxConns: 4,
+		Logger: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	require.NoError(t, st.Migrate(ctx))
+	pushN(t, st, "q", "p", 0, 4)
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Max: 4})
+	require.NoError(t, err)
+	require.Len(t, ms, 4)
+	lease := ms[0].Lease
+	require.True(t, ack(t, st, "q", "", domain.Ack{Partition: "p", Offset: 1, Lease: lease})[0].OK)
+	require.True(t, ack(t, st, "q", "", domain.Ack{Partition: "p", Offset: 2, Lease: lease, Status: domain.AckRetry})[0].OK)
+	require.False(t, ack(t, st, "q", "", domain.Ack{Partition: "p", Offset: 3, Lease: lease})[0].OK)
+
+	var lines []string
+	for l := range strings.Lines(buf.String()) {
+		if strings.Contains(l, "lease="+lease) {
+			lines = append(lines, l)
+		}
+	}
+	require.Len(t, lines, 4, buf.String())
+	require.Contains(t, lines[0], `msg="pop leased"`)
+	require.Contains(t, lines[0], "from=0 to=3 returned_to=3 delivered_before=-1")
+	require.Contains(t, lines[1], `msg="ack applied"`)
+	require.Contains(t, lines[1], "offset=1 status=completed ok=true")
+	require.Contains(t, lines[2], "offset=2 status=retry ok=true")
+	require.Contains(t, lines[2], "committed=2 attempts=0 lease_ended=true")
+	require.Contains(t, lines[3], "offset=3 status=completed ok=false")
+}
+
+// syncBuffer is a bytes.Buffer safe for the store's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

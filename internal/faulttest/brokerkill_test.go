@@ -368,11 +368,11 @@ func newBrokerProc(t *testing.T, pgURL string) *brokerProc {
 				t.Errorf("the broker reported a data race")
 			}
 			if t.Failed() {
-				// Less the leases that pops log at debug level (see
-				// leasesOf): one line a lease.
+				// Less the leases that pops and acks log at debug level
+				// (see leasesOf): a line a lease and an ack.
 				var kept bytes.Buffer
 				for line := range bytes.Lines(out) {
-					if !bytes.Contains(line, []byte(`msg="pop leased"`)) {
+					if !bytes.Contains(line, []byte(`msg="pop leased"`)) && !bytes.Contains(line, []byte(`msg="ack applied"`)) {
 						kept.Write(line)
 					}
 				}

@@ -418,37 +418,58 @@ func (b *brokerProc) terminate() { b.signalAndWait(syscall.SIGTERM, 30*time.Seco
 
 // leasesOf returns the lines of the brokers' logs where a pop leased
 // offset on the partition of lease (its id is in every lease id,
-// "l-<id>-…"), in the order of the logs.
+// "l-<id>-…"), then those of the acks that named one of those leases, in
+// the order of the logs.
 func leasesOf(bs []*brokerProc, lease string, offset int64) string {
 	parts := strings.Split(lease, "-")
 	if len(parts) < 3 {
 		return "(no lease id)"
 	}
 	num := regexp.MustCompile(`\b(from|to)=(\d+)`)
-	var out strings.Builder
+	leaseID := regexp.MustCompile(`\blease=(\S+)`)
+	type line struct {
+		broker, run int
+		text        string
+	}
+	var lines []line
 	for i, b := range bs {
 		for j, path := range b.logs {
 			data, err := os.ReadFile(path)
 			if err != nil {
 				continue
 			}
-			for line := range strings.Lines(string(data)) {
-				if !strings.Contains(line, `msg="pop leased"`) || !strings.Contains(line, " partition_id="+parts[1]+" ") {
-					continue
-				}
-				var from, to int64 = -1, -1
-				for _, m := range num.FindAllStringSubmatch(line, -1) {
-					v, _ := strconv.ParseInt(m[2], 10, 64)
-					if m[1] == "from" {
-						from = v
-					} else {
-						to = v
-					}
-				}
-				if from <= offset && offset <= to {
-					fmt.Fprintf(&out, "broker %d, run %d: %s", i, j+1, line)
+			for l := range strings.Lines(string(data)) {
+				if strings.Contains(l, " partition_id="+parts[1]+" ") {
+					lines = append(lines, line{i, j + 1, l})
 				}
 			}
+		}
+	}
+	var out strings.Builder
+	leases := map[string]bool{}
+	for _, l := range lines {
+		if !strings.Contains(l.text, `msg="pop leased"`) {
+			continue
+		}
+		var from, to int64 = -1, -1
+		for _, m := range num.FindAllStringSubmatch(l.text, -1) {
+			v, _ := strconv.ParseInt(m[2], 10, 64)
+			if m[1] == "from" {
+				from = v
+			} else {
+				to = v
+			}
+		}
+		if from <= offset && offset <= to {
+			fmt.Fprintf(&out, "broker %d, run %d: %s", l.broker, l.run, l.text)
+			if m := leaseID.FindStringSubmatch(l.text); m != nil {
+				leases[m[1]] = true
+			}
+		}
+	}
+	for _, l := range lines {
+		if m := leaseID.FindStringSubmatch(l.text); m != nil && leases[m[1]] && strings.Contains(l.text, `msg="ack applied"`) {
+			fmt.Fprintf(&out, "broker %d, run %d: %s", l.broker, l.run, l.text)
 		}
 	}
 	return out.String()
