@@ -174,6 +174,14 @@ func (s *Store) Ack(ctx context.Context, reqs []domain.AckParams) ([]domain.AckO
 		})
 		if err != nil {
 			err = fmt.Errorf("ack: %w", classify(err))
+			if s.log.Enabled(ctx, slog.LevelDebug) {
+				// PostgreSQL may have applied them all the same (a
+				// connection lost after the commit was sent).
+				for i := range aPid {
+					s.log.DebugContext(ctx, "ack failed", "partition_id", aPid[i], "group", aGroup[i],
+						"lease", aLease[i], "offset", aOffset[i], "err", err)
+				}
+			}
 			for _, f := range fasts {
 				outs[f.i].Err = err
 			}

@@ -372,7 +372,7 @@ func newBrokerProc(t *testing.T, pgURL string) *brokerProc {
 				// (see leasesOf): a line a lease and an ack.
 				var kept bytes.Buffer
 				for line := range bytes.Lines(out) {
-					if !bytes.Contains(line, []byte(`msg="pop leased"`)) && !bytes.Contains(line, []byte(`msg="ack applied"`)) {
+					if !bytes.Contains(line, []byte(`msg="pop leased"`)) && !bytes.Contains(line, []byte(`msg="ack applied"`)) && !bytes.Contains(line, []byte(`msg="ack failed"`)) {
 						kept.Write(line)
 					}
 				}

@@ -468,7 +468,7 @@ func leasesOf(bs []*brokerProc, lease string, offset int64) string {
 		}
 	}
 	for _, l := range lines {
-		if m := leaseID.FindStringSubmatch(l.text); m != nil && leases[m[1]] && strings.Contains(l.text, `msg="ack applied"`) {
+		if m := leaseID.FindStringSubmatch(l.text); m != nil && leases[m[1]] && (strings.Contains(l.text, `msg="ack applied"`) || strings.Contains(l.text, `msg="ack failed"`)) {
 			fmt.Fprintf(&out, "broker %d, run %d: %s", l.broker, l.run, l.text)
 		}
 	}
