@@ -143,25 +143,42 @@ func (s *Store) Sweep(ctx context.Context) (SweepStats, error) {
 		return err
 	})
 	// A window of the ready set, after where the last one ended: a sweep
-	// reads at most readyWindow rows however many partitions are ready.
-	var stale, window []int64
-	read, caughtUp, last := 0, 0, int64(0)
+	// reads the rows of at most readyWindow partitions however many are
+	// ready. A push's row (anyGroup) is spread to the groups once its
+	// partition is quiet; a group's row is trimmed once its group is
+	// caught up there (both on a second look, readySeenAgain).
+	var (
+		stale, window []readyKey
+		spread        []int64
+	)
+	parts, caughtUp, last := map[int64]bool{}, 0, int64(0)
 	from := s.readyFrom.Load()
 	b.Queue(staleReadySQL, readyWindow, from).Query(func(rows pgx.Rows) error {
-		var pid, next int64
+		var k readyKey
+		var next int64
 		var caught bool
 		s.readyMu.Lock()
 		defer s.readyMu.Unlock()
-		_, err := pgx.ForEachRow(rows, []any{&pid, &caught, &next}, func() error {
-			read, last = read+1, max(last, pid)
-			window = append(window, pid)
-			if !caught {
-				delete(s.readySeen, pid)
-				return nil
-			}
-			caughtUp++
-			if s.readySeenAgain(pid, next) {
-				stale = append(stale, pid)
+		_, err := pgx.ForEachRow(rows, []any{&k.pid, &k.group, &caught, &next}, func() error {
+			parts[k.pid], last = true, max(last, k.pid)
+			window = append(window, k)
+			switch {
+			case k.group == "":
+				// A push's row, spread once its partition is quiet; one
+				// seen for the first time may be (a burst to spread).
+				_, seen := s.readySeen[k]
+				if s.readySeenAgain(k, next) {
+					spread = append(spread, k.pid)
+				} else if !seen {
+					caughtUp++
+				}
+			case !caught:
+				delete(s.readySeen, k)
+			default:
+				caughtUp++
+				if s.readySeenAgain(k, next) {
+					stale = append(stale, k)
+				}
 			}
 			return nil
 		})
@@ -171,22 +188,33 @@ func (s *Store) Sweep(ctx context.Context) (SweepStats, error) {
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return st, fmt.Errorf("sweep: %w", classify(err))
 	}
+	read := len(parts)
 	end := last
 	if read < readyWindow {
 		end, last = math.MaxInt64, 0 // the end of the set: the next window starts over
 	}
 	s.readyFrom.Store(last)
 	s.forgetUnseen(from, end, window)
-	// Back at once while windows are mostly caught up (a burst to trim),
-	// not through a set of partitions that are simply ready.
+	// Back at once while windows are mostly rows to trim or spread, now or
+	// at the next look (a burst), not through a set of partitions that
+	// are simply ready or pushed to all the time.
 	st.More = st.DedupSets == sweepStep*10 || st.Holds == sweepStep*10 || len(cands) == sweepStep*10 ||
-		(read == readyWindow && caughtUp >= readyWindow/2)
+		(read == readyWindow && caughtUp+len(spread) >= readyWindow/2)
+	if len(spread) > 0 {
+		var err error
+		if st.ReadySpread, err = s.spreadReady(ctx, spread); err != nil {
+			return st, err
+		}
+	}
 	if len(stale) > 0 {
 		var err error
 		if st.Ready, err = s.trimReady(ctx, stale); err != nil {
 			return st, err
 		}
-		if st.ReadyVacuumed, err = s.vacuumReadyIfDue(ctx, st.Ready); err != nil {
+	}
+	if st.Ready+st.ReadySpread > 0 {
+		var err error
+		if st.ReadyVacuumed, err = s.vacuumReadyIfDue(ctx, st.Ready+st.ReadySpread); err != nil {
 			return st, err
 		}
 	}
@@ -227,9 +255,9 @@ func (s *Store) RunSweeper(ctx context.Context, interval time.Duration) {
 			return
 		case err != nil:
 			s.log.Warn("retention sweep failed", "err", err)
-		case st.Segments > 0 || st.DedupSets > 0 || st.Ready > 0 || st.Slots != (SlotStats{}):
+		case st.Segments > 0 || st.DedupSets > 0 || st.Ready > 0 || st.ReadySpread > 0 || st.Slots != (SlotStats{}):
 			s.log.Debug("retention sweep", "segments", st.Segments, "messages", st.Messages,
-				"bytes", st.Bytes, "dedup_sets", st.DedupSets, "ready_trimmed", st.Ready, "slots_truncated", st.Slots.Truncated,
+				"bytes", st.Bytes, "dedup_sets", st.DedupSets, "ready_trimmed", st.Ready, "ready_spread", st.ReadySpread, "slots_truncated", st.Slots.Truncated,
 				"segments_moved", st.Slots.Moved)
 		}
 		if err == nil && st.More {

@@ -55,8 +55,8 @@ var popCandidatesSQL = popScan(heldEnd(`p.next_offset`), somePartitions)
 
 const (
 	// anyPartition is the condition of a scan over the ready set's rows y
-	// (readyCursors, whose cursors are group $2's).
-	anyPartition = `y.queue_id = $1 AND $3::bigint = 0`
+	// (readyCursors, queue $1's and group $2's).
+	anyPartition = `$3::bigint = 0`
 	onePartition = `c.partition_id = $3 AND c.group_name = $2 AND c.queue_id = $1`
 	// somePartitions leaves out the queue (its ids are the queue's): with
 	// "c.queue_id = $1" a generic plan read every cursor of the group
@@ -119,13 +119,15 @@ func cursorReady(end string) string {
 // that may have messages, not the queue's.
 func groupMayPop(qid, group string) string {
 	return `EXISTS (
-        SELECT 1 FROM ` + readyCursors(group) + `
-        WHERE y.queue_id = ` + qid + ` AND ` + cursorReady(`p.next_offset`) + `)`
+        SELECT 1 FROM ` + readyCursors(qid, group) + `
+        WHERE ` + cursorReady(`p.next_offset`) + `)`
 }
 
-// readyCursors joins the ready set's rows y to their partitions p and
+// readyCursors joins the partitions y of queue qid's ready rows of group
+// (its own and those of pushes, anyGroup) to their partitions p and the
 // group's cursors c: the cursors a scan of a whole group reads. A cursor
-// missing from it is at its partition's end (the invariant of ready.go).
+// missing from it is at its partition's end (the invariant of ready.go);
+// the rows of the queue's other groups are not read.
 // The cursor and the partition come from subqueries PostgreSQL cannot
 // pull up (OFFSET 0), so that both are read by key from each row, the set
 // first whatever the statistics say. As joins, a generic plan made without
@@ -136,8 +138,9 @@ func groupMayPop(qid, group string) string {
 //
 // A partition where the group has no cursor yet comes with a cursor of
 // NULLs (cursorReady).
-func readyCursors(group string) string {
-	return `comb_ready y
+func readyCursors(qid, group string) string {
+	return `(SELECT DISTINCT r.partition_id FROM comb_ready r
+         WHERE r.queue_id = ` + qid + ` AND r.group_name IN (` + group + `, ` + anyGroup + `)) y
         LEFT JOIN LATERAL (SELECT c.* FROM comb_cursors c
             WHERE c.partition_id = y.partition_id AND c.group_name = ` + group + ` OFFSET 0) c ON true
         CROSS JOIN LATERAL (SELECT p.* FROM comb_partitions p WHERE p.id = y.partition_id OFFSET 0) p`
@@ -216,7 +219,7 @@ WITH one AS (
 func popScan(end, where string) string {
 	from := `comb_partitions p LEFT JOIN comb_cursors c ON c.partition_id = p.id AND c.group_name = $2`
 	if where == anyPartition {
-		from = readyCursors(`$2`)
+		from = readyCursors(`$1`, `$2`)
 	}
 	return fmt.Sprintf(`
 WITH ready AS MATERIALIZED (

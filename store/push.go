@@ -400,8 +400,9 @@ const (
 	lockPartitionsSQL = `SELECT id FROM comb_partitions WHERE id = ANY($1) ORDER BY id FOR UPDATE`
 	// allocOffsetsSQL also starts a partition's low_created_at when it
 	// retained nothing (see the sweeper's retentionCandidatesSQL), and
-	// puts the partitions in the ready set (ready.go) while it holds their
-	// rows' locks: a partition already there costs one index probe.
+	// puts the partitions in the ready set (ready.go), each by its row for
+	// any group (the sweeper spreads it to the groups), while it holds
+	// their rows' locks: a partition already there costs one index probe.
 	allocOffsetsSQL = `
 		WITH u AS (
 		    UPDATE comb_partitions p
@@ -412,8 +413,8 @@ const (
 		    WHERE p.id = x.pid
 		    RETURNING p.id, p.queue_id, p.next_offset - x.n AS base
 		), r AS (
-		    INSERT INTO comb_ready (partition_id, queue_id) SELECT id, queue_id FROM u ORDER BY id
-		    ON CONFLICT (partition_id) DO NOTHING
+		    INSERT INTO comb_ready (partition_id, group_name, queue_id) SELECT id, ` + anyGroup + `, queue_id FROM u ORDER BY id
+		    ON CONFLICT (partition_id, group_name) DO NOTHING
 		)
 		SELECT id, base FROM u`
 	// The INSERT runs after the UPDATE in the same transaction, so it reads

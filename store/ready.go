@@ -1,9 +1,11 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -58,49 +60,60 @@ func (s *Store) AnyReady(ctx context.Context, checks []domain.ReadyCheck) ([]boo
 	return out, nil
 }
 
-// The ready set, comb_ready (migration 0012), lists the partitions in
-// which some group may have messages to pop; a pop that names no
-// partition (popSQL) and the safety check of parked long polls
-// (groupMayPop) read a queue's rows there instead of every cursor of the
-// group. Its invariant, pinned by TestReadySetCoversReadyCursors: at every
-// commit, each partition with a cursor short of its next_offset has a row;
-// a group's missing cursor (makeMissingCursors) counts as one at offset 0.
-// Only three things put a cursor short of its end, and each writes the row
+// The ready set, comb_ready (migrations 0012 and 0014), lists the
+// partitions in which a group may have messages to pop: a row (partition,
+// group) for that group, a row (partition, anyGroup) for any. A pop that
+// names no partition (popSQL) and the safety check of parked long polls
+// (groupMayPop) read their group's rows and the anyGroup rows of a queue
+// there (readyCursors) instead of every cursor of the group, and a group
+// that stopped popping does not make them read the partitions it lags on.
+// Its invariant, pinned by TestReadySetCoversReadyCursors: at every
+// commit, each group's cursor short of its partition's next_offset has
+// its row or the partition's anyGroup row; a group's missing cursor
+// (makeMissingCursors) counts as one at the oldest retained message.
+// Only three things put a cursor short of its end, and each writes a row
 // in its own transaction:
-//   - a push (allocOffsetsSQL), under the partition row's lock it holds;
-//   - a new group that starts short of the end (makeGroup);
-//   - a seek (Seek).
+//   - a push (allocOffsetsSQL), the anyGroup row, under the partition
+//     row's lock it holds (it does not read the groups);
+//   - a new group that starts short of the end (makeGroup), its rows;
+//   - a seek (Seek), its group's rows.
 //
 // Everything else only moves cursors forward. The sweeper alone deletes
-// rows (trimReady). Each writer takes the rows in partition id order, so
-// that two of them never wait on each other in a cycle.
+// rows: it spreads each anyGroup row into the rows of the groups short of
+// the partition's end (spreadReady) and deletes the rows of groups caught
+// up (trimReady). Each writer takes the rows in (partition id, group)
+// order, so that two of them never wait on each other in a cycle.
 
-// markReadySQL upserts the ready rows of queue $1's partitions whose end
-// is past start (an expression of p, startExpr), narrowed by where (SQL
-// starting with " AND", or ""). On a row that exists it updates it to
-// what it was: the update takes the row's lock, so it waits for a trim
-// that holds it and then inserts the row anew (trimReady), where DO
-// NOTHING would not wait. $2 is the group, so that its parameter has a
-// type in every caller.
+// anyGroup is the group name of a ready row that stands for every group
+// of its partition's queue: a push's. No group has this name (an empty
+// group is protocol.DefaultGroup).
+const anyGroup = `''`
+
+// markReadySQL upserts group $2's ready rows of queue $1's partitions
+// whose end is past start (an expression of p, startExpr), narrowed by
+// where (SQL starting with " AND", or ""). On a row that exists it
+// updates it to what it was: the update takes the row's lock, so it waits
+// for a trim that holds it and then inserts the row anew (trimReady),
+// where DO NOTHING would not wait.
 func markReadySQL(start, where string) string {
 	return `
-		INSERT INTO comb_ready (partition_id, queue_id)
-		SELECT p.id, p.queue_id FROM comb_partitions p
-		WHERE p.queue_id = $1 AND $2::text <> '' AND p.next_offset > ` + start + where + `
+		INSERT INTO comb_ready (partition_id, group_name, queue_id)
+		SELECT p.id, $2, p.queue_id FROM comb_partitions p
+		WHERE p.queue_id = $1 AND $2::text <> ` + anyGroup + ` AND p.next_offset > ` + start + where + `
 		ORDER BY p.id
-		ON CONFLICT (partition_id) DO UPDATE SET queue_id = EXCLUDED.queue_id`
+		ON CONFLICT (partition_id, group_name) DO UPDATE SET queue_id = EXCLUDED.queue_id`
 }
 
-// caughtUp is the condition of a partition p whose every cursor is at its
-// end: no group can pop there until a push, a new group or a seek writes
-// its ready row again. A group with no cursor there (they are made
-// lazily, see makeMissingCursors) is at the oldest retained message, so a
-// partition that retains messages is caught up only when every group of
-// its queue has a cursor.
+// caughtUp is the condition of a ready row r of a group, on partition p,
+// that the group cannot pop there until a push, a seek or its making
+// writes a row again: its cursor is at p's end, or the group is gone. A
+// group with no cursor there (they are made lazily, see
+// makeMissingCursors) is at the oldest retained message.
 const caughtUp = `NOT EXISTS (
-        SELECT 1 FROM comb_cursors c
-        WHERE c.partition_id = p.id AND greatest(c.committed, p.low_offset) < p.next_offset)
-    AND (p.low_offset >= p.next_offset OR NOT ` + groupWithoutCursor + `)`
+        SELECT 1 FROM comb_groups g
+        LEFT JOIN comb_cursors c ON c.partition_id = p.id AND c.group_name = g.name
+        WHERE g.queue_id = p.queue_id AND g.name = r.group_name
+          AND greatest(c.committed, p.low_offset) < p.next_offset)`
 
 // groupWithoutCursor is the condition that some group of partition p's
 // queue has no cursor on p yet (cursors are made lazily,
@@ -109,64 +122,81 @@ const groupWithoutCursor = `EXISTS (
         SELECT 1 FROM comb_groups g WHERE g.queue_id = p.queue_id AND NOT EXISTS (
             SELECT 1 FROM comb_cursors o WHERE o.partition_id = p.id AND o.group_name = g.name))`
 
-// staleReadySQL reads a window of at most $1 ready rows, in partition id
-// order after $2, and says of each whether its partition is caught up,
-// and at which end (readySeenAgain, then trimReady). It runs in the
-// sweep's batch, so that a quiet ready set costs no transaction of its
-// own, and its windows go round the set, so that a sweep's cost is
-// bounded however many partitions are ready.
+// staleReadySQL reads the ready rows of a window of at most $1
+// partitions, in partition id order after $2: of each, its group (anyGroup
+// for a push's row, which the sweeper spreads), whether that group is
+// caught up there, and the partition's end (readySeenAgain, then
+// trimReady). It runs in the sweep's batch, so that a quiet ready set
+// costs no transaction of its own, and its windows go round the set, so
+// that a sweep's cost is bounded however many partitions are ready.
 const staleReadySQL = `
-SELECT w.partition_id, ` + caughtUp + `, p.next_offset
-FROM (SELECT r.partition_id FROM comb_ready r WHERE r.partition_id > $2
+SELECT r.partition_id, r.group_name, r.group_name <> ` + anyGroup + ` AND ` + caughtUp + `, p.next_offset
+FROM (SELECT DISTINCT r.partition_id FROM comb_ready r WHERE r.partition_id > $2
       ORDER BY r.partition_id LIMIT $1) w
-JOIN comb_partitions p ON p.id = w.partition_id`
+JOIN comb_ready r ON r.partition_id = w.partition_id
+JOIN comb_partitions p ON p.id = r.partition_id`
 
-// readySeenAgain says whether the sweeper may trim partition pid, caught
-// up at next: only on a second look that finds it caught up at the same
-// end, with no push between the two (a round of windows apart, a sweep
-// interval when the set fits one window). A partition that takes pushes
-// all the time, and whose consumers keep up, would otherwise lose its row
-// on every sweep and have the next push insert it again, and the trim's
-// lock on the partition row would hold that push up: at 1,000 one-message
-// pushes a second, the push round trip grew by up to 0.3 ms
-// (docs/benchmarks.md, "A ready set in PostgreSQL"). Past readySeenMax
-// partitions remembered it trims at the first look. readyMu is held.
-func (s *Store) readySeenAgain(pid, next int64) bool {
-	if v, ok := s.readySeen[pid]; ok && v == next {
-		delete(s.readySeen, pid)
+// readyKey is a ready row: a partition and a group.
+type readyKey struct {
+	pid   int64
+	group string
+}
+
+func compareReadyKeys(a, b readyKey) int {
+	if a.pid != b.pid {
+		return cmp.Compare(a.pid, b.pid)
+	}
+	return strings.Compare(a.group, b.group)
+}
+
+// readySeenAgain says whether the sweeper may trim row k, caught up at
+// next, or spread it (a push's row): only on a second look that finds it
+// so at the same end, with no push between the two (a round of windows
+// apart, a sweep interval when the set fits one window). A partition that
+// takes pushes all the time would otherwise lose its row on every sweep
+// and have the next push insert it again, and the trim's or the spread's
+// lock on the partition row would hold that push up: at 1,000
+// one-message pushes a second, the push round trip grew by up to 0.3 ms
+// (docs/benchmarks.md, "A ready set in PostgreSQL"). Such a partition
+// keeps its push's row, which every group's pops read; it is ready for
+// them all anyway. Past readySeenMax rows remembered it trims and spreads
+// at the first look. readyMu is held.
+func (s *Store) readySeenAgain(k readyKey, next int64) bool {
+	if v, ok := s.readySeen[k]; ok && v == next {
+		delete(s.readySeen, k)
 		return true
 	}
 	if len(s.readySeen) >= readySeenMax {
 		return true
 	}
 	if s.readySeen == nil {
-		s.readySeen = map[int64]int64{}
+		s.readySeen = map[readyKey]int64{}
 	}
-	s.readySeen[pid] = next
+	s.readySeen[k] = next
 	return false
 }
 
-// forgetUnseen forgets the partitions the sweeper remembered in the range
-// (from, end] of a window that no longer has their rows (window: the ids
-// it read, which it sorts): a queue's delete took them along.
-func (s *Store) forgetUnseen(from, end int64, window []int64) {
-	slices.Sort(window) // the join may not keep the window's order
+// forgetUnseen forgets the rows the sweeper remembered in the partition
+// range (from, end] of a window that no longer has them (window: the rows
+// it read, which it sorts): a queue's or a group's delete took them along.
+func (s *Store) forgetUnseen(from, end int64, window []readyKey) {
+	slices.SortFunc(window, compareReadyKeys) // the join may not keep the window's order
 	s.readyMu.Lock()
 	defer s.readyMu.Unlock()
-	for pid := range s.readySeen {
-		if pid > from && pid <= end {
-			if _, ok := slices.BinarySearch(window, pid); !ok {
-				delete(s.readySeen, pid)
+	for k := range s.readySeen {
+		if k.pid > from && k.pid <= end {
+			if _, ok := slices.BinarySearchFunc(window, k, compareReadyKeys); !ok {
+				delete(s.readySeen, k)
 			}
 		}
 	}
 }
 
-// readySeenMax bounds the partitions the sweeper remembers between its two
-// looks (about 40 bytes each).
+// readySeenMax bounds the rows the sweeper remembers between its two
+// looks (about 60 bytes each).
 const readySeenMax = 200000
 
-// readyWindow is the most ready rows one sweep reads.
+// readyWindow is the most partitions one sweep reads the rows of.
 var readyWindow = 10000
 
 // The trim's two statements. The first locks the rows and their
@@ -174,9 +204,9 @@ var readyWindow = 10000
 // partitions' rows, a seek or a new group their ready rows): it never
 // waits, and what it skips stays, which only costs a pop a look at a
 // cursor that has nothing. The second, with a snapshot taken after those
-// locks, deletes the rows whose partitions are still caught up: every
-// push, seek and new group that wrote them before has committed, and
-// every one after waits for the locks and then inserts them anew.
+// locks, deletes the rows whose groups are still caught up: every push,
+// seek and new group that wrote them before has committed, and every one
+// after waits for the locks and then inserts them anew.
 //
 // One statement could not do both: READ COMMITTED re-checks a locked row
 // that changed against its newest version, but not the NOT EXISTS of
@@ -184,21 +214,90 @@ var readyWindow = 10000
 // read again (TestReadySetCoversReadyCursors failed that way).
 const (
 	lockStaleReadySQL = `
-SELECT r.partition_id FROM comb_ready r JOIN comb_partitions p ON p.id = r.partition_id
-WHERE r.partition_id = ANY($1)
-ORDER BY r.partition_id
+SELECT r.partition_id, r.group_name FROM comb_ready r JOIN comb_partitions p ON p.id = r.partition_id
+WHERE (r.partition_id, r.group_name) IN (SELECT * FROM unnest($1::bigint[], $2::text[]))
+ORDER BY r.partition_id, r.group_name
 FOR UPDATE OF r SKIP LOCKED FOR SHARE OF p SKIP LOCKED`
 	deleteStaleReadySQL = `
 DELETE FROM comb_ready r USING comb_partitions p
-WHERE r.partition_id = ANY($1) AND p.id = r.partition_id AND ` + caughtUp
+WHERE (r.partition_id, r.group_name) IN (SELECT * FROM unnest($1::bigint[], $2::text[]))
+  AND p.id = r.partition_id AND ` + caughtUp
 )
 
-// trimReady deletes the ready rows of pids whose partitions are caught
-// up (staleReadySQL found them), and returns how many it deleted.
-func (s *Store) trimReady(ctx context.Context, pids []int64) (int64, error) {
+// trimReady deletes the ready rows keys whose groups are caught up
+// (staleReadySQL found them), and returns how many it deleted.
+func (s *Store) trimReady(ctx context.Context, keys []readyKey) (int64, error) {
 	var n int64
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, lockStaleReadySQL, pids)
+		pids, groups := make([]int64, len(keys)), make([]string, len(keys))
+		for i, k := range keys {
+			pids[i], groups[i] = k.pid, k.group
+		}
+		rows, err := tx.Query(ctx, lockStaleReadySQL, pids, groups)
+		if err != nil {
+			return err
+		}
+		var k readyKey
+		pids, groups = pids[:0], groups[:0]
+		if _, err := pgx.ForEachRow(rows, []any{&k.pid, &k.group}, func() error {
+			pids, groups = append(pids, k.pid), append(groups, k.group)
+			return nil
+		}); err != nil || len(pids) == 0 {
+			return err
+		}
+		tag, err := tx.Exec(ctx, deleteStaleReadySQL, pids, groups)
+		n = tag.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("trim ready set: %w", classify(err))
+	}
+	return n, nil
+}
+
+// The spread's statements, in one transaction. The first takes the
+// queues' rows FOR KEY SHARE: a new group (makeGroup) and a group's
+// delete hold them FOR UPDATE, so the spread waits for one that is under
+// way, and one that comes after waits for the spread; the statements
+// after see every group that exists, and a group made after the spread
+// writes its own rows from a snapshot that sees the pushes spread. The
+// second locks the anyGroup rows and their partitions, skipping what
+// another transaction holds (a push holds its partitions' rows), as the
+// trim does. The third, with a snapshot taken after those locks, writes
+// the rows of the groups short of each partition's end, and the last
+// deletes the anyGroup rows it spread.
+const (
+	lockSpreadQueuesSQL = `
+SELECT q.id FROM comb_queues q
+WHERE q.id IN (SELECT r.queue_id FROM comb_ready r WHERE r.partition_id = ANY($1) AND r.group_name = ` + anyGroup + `)
+ORDER BY q.id
+FOR KEY SHARE`
+	lockSpreadSQL = `
+SELECT r.partition_id FROM comb_ready r JOIN comb_partitions p ON p.id = r.partition_id
+WHERE r.partition_id = ANY($1) AND r.group_name = ` + anyGroup + `
+ORDER BY r.partition_id
+FOR UPDATE OF r SKIP LOCKED FOR SHARE OF p SKIP LOCKED`
+	spreadReadySQL = `
+INSERT INTO comb_ready (partition_id, group_name, queue_id)
+SELECT p.id, g.name, p.queue_id
+FROM comb_partitions p JOIN comb_groups g ON g.queue_id = p.queue_id
+LEFT JOIN comb_cursors c ON c.partition_id = p.id AND c.group_name = g.name
+WHERE p.id = ANY($1) AND greatest(c.committed, p.low_offset) < p.next_offset
+ORDER BY p.id, g.name
+ON CONFLICT (partition_id, group_name) DO NOTHING`
+	deleteSpreadSQL = `DELETE FROM comb_ready WHERE partition_id = ANY($1) AND group_name = ` + anyGroup
+)
+
+// spreadReady replaces the anyGroup rows of pids with the rows of the
+// groups short of each partition's end, and returns how many anyGroup
+// rows it deleted.
+func (s *Store) spreadReady(ctx context.Context, pids []int64) (int64, error) {
+	var n int64
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, lockSpreadQueuesSQL, pids); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, lockSpreadSQL, pids)
 		if err != nil {
 			return err
 		}
@@ -206,12 +305,15 @@ func (s *Store) trimReady(ctx context.Context, pids []int64) (int64, error) {
 		if err != nil || len(locked) == 0 {
 			return err
 		}
-		tag, err := tx.Exec(ctx, deleteStaleReadySQL, locked)
+		if _, err := tx.Exec(ctx, spreadReadySQL, locked); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, deleteSpreadSQL, locked)
 		n = tag.RowsAffected()
 		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("trim ready set: %w", classify(err))
+		return 0, fmt.Errorf("spread ready set: %w", classify(err))
 	}
 	return n, nil
 }

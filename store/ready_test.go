@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"regexp"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -26,26 +28,29 @@ const groupCursorsSQL = `(
     FROM comb_groups g JOIN comb_partitions p ON p.queue_id = g.queue_id
     LEFT JOIN comb_cursors c ON c.partition_id = p.id AND c.group_name = g.name)`
 
-// uncoveredSQL counts the cursors short of their partition's end whose
-// partition has no ready row: what the ready set's invariant forbids at
-// every commit (store/ready.go). One statement reads one snapshot, so it
-// may run at any time.
+// uncoveredSQL counts the cursors short of their partition's end with
+// neither their group's ready row nor the partition's row of a push (any
+// group, the empty name): what the ready set's invariant forbids at every commit
+// (store/ready.go). One statement reads one snapshot, so it may run at
+// any time.
 const uncoveredSQL = `
 SELECT count(*) FROM ` + groupCursorsSQL + ` c JOIN comb_partitions p ON p.id = c.partition_id
 WHERE greatest(c.committed, p.low_offset) < p.next_offset
-  AND NOT EXISTS (SELECT 1 FROM comb_ready r WHERE r.partition_id = p.id)`
+  AND NOT EXISTS (SELECT 1 FROM comb_ready r WHERE r.partition_id = p.id AND r.group_name IN (c.group_name, ''))`
 
 // orphanCursorsSQL counts the cursors whose group does not exist.
 const orphanCursorsSQL = `
 SELECT count(*) FROM comb_cursors c
 WHERE NOT EXISTS (SELECT 1 FROM comb_groups g WHERE g.queue_id = c.queue_id AND g.name = c.group_name)`
 
-// staleRowsSQL counts the ready rows whose partition has every cursor at
-// its end: what a sweep with nothing running beside it must leave none of.
+// staleRowsSQL counts the ready rows of groups at their partition's end
+// (or gone), and the rows of pushes (the empty name), which a sweep spreads: what a
+// sweep with nothing running beside it must leave none of.
 const staleRowsSQL = `
 SELECT count(*) FROM comb_ready r JOIN comb_partitions p ON p.id = r.partition_id
-WHERE NOT EXISTS (SELECT 1 FROM ` + groupCursorsSQL + ` c
-                  WHERE c.partition_id = p.id AND greatest(c.committed, p.low_offset) < p.next_offset)`
+WHERE r.group_name = '' OR NOT EXISTS (SELECT 1 FROM ` + groupCursorsSQL + ` c
+                  WHERE c.partition_id = p.id AND c.group_name = r.group_name
+                    AND greatest(c.committed, p.low_offset) < p.next_offset)`
 
 func count(t *testing.T, st *store.Store, sql string, args ...any) int {
 	t.Helper()
@@ -55,17 +60,18 @@ func count(t *testing.T, st *store.Store, sql string, args ...any) int {
 }
 
 // sweepAll sweeps until two sweeps have reported nothing more to do and
-// trimmed nothing: a caught-up partition loses its row on the second look
-// (readySeenAgain), a round of windows after the first. It returns what
-// they trimmed and whether one of them vacuumed the set.
+// taken no row out: a group's row is trimmed, and a push's spread to the
+// groups, on the second look (readySeenAgain), a round of windows after
+// the first. It returns how many rows they took out (trimmed or spread)
+// and whether one of them vacuumed the set.
 func sweepAll(t *testing.T, st *store.Store) (ready int64, vacuumed bool) {
 	t.Helper()
 	for quiet := 0; quiet < 2; {
 		s, err := st.Sweep(ctxT(t))
 		require.NoError(t, err)
-		ready += s.Ready
+		ready += s.Ready + s.ReadySpread
 		vacuumed = vacuumed || s.ReadyVacuumed
-		if !s.More && s.Ready == 0 {
+		if !s.More && s.Ready+s.ReadySpread == 0 {
 			quiet++
 		}
 	}
@@ -222,8 +228,16 @@ func TestReadySetCoversReadyCursors(t *testing.T) {
 				}
 				continue
 			}
+			// From the earliest message, or past the newest: a group
+			// made beside a push that has not committed yet must still
+			// get that push's messages (the sweeper's spread waits for
+			// the group's making, ready.go).
 			g := "other" + strconv.Itoa(i)
-			ms, err := st.Pop(ectx, domain.PopParams{Queue: q, Group: g, Max: 20, Partitions: 4, From: domain.Start{Kind: domain.StartAll}})
+			from := domain.Start{Kind: domain.StartAll}
+			if i%4 == 3 {
+				from = domain.Start{Kind: domain.StartNew}
+			}
+			ms, err := st.Pop(ectx, domain.PopParams{Queue: q, Group: g, Max: 20, Partitions: 4, From: from})
 			if errorsIsNotFound(err) {
 				continue
 			}
@@ -398,6 +412,12 @@ func TestTrimReadySetWindows(t *testing.T) {
 	ms, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Group: "g", Max: 100, Partitions: 30, From: domain.Start{Kind: domain.StartAll}})
 	require.NoError(t, err)
 	require.Len(t, ms, 60)
+	// The pushes' rows spread to g, whose rows were there since it was
+	// made (from the earliest message): 30 rows out, g's 30 left.
+	spread, _ := sweepAll(t, st)
+	require.Equal(t, int64(30), spread)
+	require.Equal(t, 30, count(t, st, `SELECT count(*) FROM comb_ready WHERE group_name = 'g'`))
+	require.Equal(t, 30, count(t, st, `SELECT count(*) FROM comb_ready`))
 	// Every partition is ready: a sweep reads one window, trims nothing
 	// and does not come back at once.
 	s, err := st.Sweep(ctx)
@@ -472,4 +492,99 @@ func TestSweeperForgetsDeletedPartitions(t *testing.T) {
 	_, err = st.Sweep(ctx)
 	require.NoError(t, err)
 	require.Zero(t, st.ReadySeen())
+}
+
+// A group that stopped popping keeps its rows in the ready set, and only
+// those: the other group's pops read their own rows and the pushes', not
+// the partitions the idle group lags on. (With one row a partition, every
+// partition the idle group lagged on stayed in the set, and every pop of
+// the other group read them all.)
+func TestIdleGroupRowsAreNotRead(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx := ctxT(t)
+	q := domain.Global("idle")
+	configure(t, st, "idle", domain.ConfigPatch{})
+	newGroup(t, st, "idle", "idle", domain.Start{})
+	newGroup(t, st, "idle", "busy", domain.Start{})
+	for i := range 20 {
+		pushN(t, st, "idle", fmt.Sprintf("p%02d", i), 0, 2)
+	}
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: q, Group: "busy", Max: 100, Partitions: 20, AutoAck: true})
+	require.NoError(t, err)
+	require.Len(t, ms, 40)
+	sweepAll(t, st)
+	rows := func(group string) int {
+		return count(t, st, `SELECT count(*) FROM comb_ready WHERE group_name = $1`, group)
+	}
+	require.Equal(t, 20, rows("idle"))
+	require.Zero(t, rows("busy"))
+	require.Zero(t, rows(""), "the pushes' rows spread")
+	ready, err := st.AnyReady(ctx, []domain.ReadyCheck{{Queue: q, Group: "busy"}, {Queue: q, Group: "idle"}})
+	require.NoError(t, err)
+	require.Equal(t, []bool{false, true}, ready)
+
+	// What a pop of busy reads: none of the set's rows.
+	read := func(group string) int {
+		tx, err := st.Pool().Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		var qid int64
+		require.NoError(t, tx.QueryRow(ctx, `SELECT id FROM comb_queues WHERE name = 'idle'`).Scan(&qid))
+		_, err = tx.Exec(ctx, store.KeyedPlansSQL)
+		require.NoError(t, err)
+		var plan []byte
+		require.NoError(t, tx.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) `+store.KeyedStatements["pop any partition"],
+			qid, group, int64(0), 1, 1, "t", true, int64(1000)).Scan(&plan))
+		m := regexp.MustCompile(`"Relation Name": "comb_ready",[^}]*?"Actual Rows": (\d+)`).FindSubmatch(plan)
+		require.NotNil(t, m, "%s", plan)
+		n, err := strconv.Atoi(string(m[1]))
+		require.NoError(t, err)
+		return n
+	}
+	require.Zero(t, read("busy"))
+	require.Equal(t, 20, read("idle"))
+
+	// A push makes the partition ready for both again; the idle group
+	// still finds everything.
+	pushN(t, st, "idle", "p00", 2, 1)
+	ms, err = st.Pop(ctx, domain.PopParams{Queue: q, Group: "busy", Max: 100, Partitions: 20, AutoAck: true})
+	require.NoError(t, err)
+	require.Equal(t, []string{"2"}, datas(ms))
+	ms, err = st.Pop(ctx, domain.PopParams{Queue: q, Group: "idle", Max: 100, Partitions: 20, AutoAck: true})
+	require.NoError(t, err)
+	require.Len(t, ms, 41)
+	sweepAll(t, st)
+	require.Zero(t, count(t, st, `SELECT count(*) FROM comb_ready`))
+}
+
+// The down migration of the ready set by group keeps a row for every
+// partition that had one of any group: the invariant of one row a
+// partition.
+func TestReadyByGroupDownMigration(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx := ctxT(t)
+	configure(t, st, "down", domain.ConfigPatch{})
+	newGroup(t, st, "down", "a", domain.Start{})
+	newGroup(t, st, "down", "b", domain.Start{})
+	for _, p := range []string{"x", "y", "z"} {
+		pushN(t, st, "down", p, 0, 1)
+	}
+	sweepAll(t, st)
+	pushN(t, st, "down", "x", 1, 1)
+	// x: rows of a, b and the push; y and z: rows of a and b.
+	require.Equal(t, 7, count(t, st, `SELECT count(*) FROM comb_ready`))
+	down, err := os.ReadFile("migrations/0014_ready_by_group.down.sql")
+	require.NoError(t, err)
+	tx, err := st.Pool().Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, string(down))
+	require.NoError(t, err)
+	var n int
+	require.NoError(t, tx.QueryRow(ctx, `SELECT count(DISTINCT partition_id) FROM comb_ready`).Scan(&n))
+	require.Equal(t, 3, n)
+	require.NoError(t, tx.QueryRow(ctx, `SELECT count(*) FROM comb_ready`).Scan(&n))
+	require.Equal(t, 3, n)
 }

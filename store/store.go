@@ -101,7 +101,7 @@ type Store struct {
 	// readySeen is the end at which the sweeper last saw each caught-up
 	// ready partition that it has not trimmed yet (readySeenAgain).
 	readyMu   sync.Mutex
-	readySeen map[int64]int64
+	readySeen map[readyKey]int64
 	slots     slotState
 
 	dedup *dedupCache // the dedup sets of the partitions pushed to (dedup.go)

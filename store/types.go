@@ -66,9 +66,12 @@ type SweepStats struct {
 	DedupSets int64
 	// Holds counts the delayed messages' holds forgotten once past.
 	Holds int64
-	// Ready counts the partitions taken out of the ready set, every
-	// cursor there at its end (ready.go).
+	// Ready counts the rows taken out of the ready set, their groups'
+	// cursors there at its end (ready.go).
 	Ready int64
+	// ReadySpread counts the rows of pushes (any group) spread into the
+	// rows of the groups short of their partitions' ends (ready.go).
+	ReadySpread int64
 	// ReadyVacuumed says the sweep vacuumed the ready set (enough rows
 	// trimmed since the last time, vacuumReadyIfDue).
 	ReadyVacuumed bool

@@ -156,8 +156,10 @@ func main() {
 }
 
 // readyRows is the size of the ready set (comb_ready, migration 0012) when
-// the timed pops start: the rows a pop that reads the whole set reads. It
-// is "-" without -postgres-url or on a revision before the set.
+// the timed pops start, and since the set is by group (migration 0014)
+// how many of its rows a pop of group g that reads the set reads (g's and
+// the pushes'): before 0014, a pop read them all. It is "-" without
+// -postgres-url or on a revision before the set.
 func readyRows(ctx context.Context, url string) string {
 	if url == "" {
 		return "-"
@@ -167,7 +169,10 @@ func readyRows(ctx context.Context, url string) string {
 		log.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	var n int64
+	var n, g int64
+	if err := conn.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE group_name IN ('g', '')) FROM comb_ready`).Scan(&n, &g); err == nil {
+		return fmt.Sprintf("%d (%d of them g's or pushes')", n, g)
+	}
 	if err := conn.QueryRow(ctx, `SELECT count(*) FROM comb_ready`).Scan(&n); err != nil {
 		return "-"
 	}
