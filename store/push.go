@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"time"
@@ -146,7 +147,19 @@ func (s *Store) push(ctx context.Context, reqs []domain.PushParams, offers []dom
 	}
 	s.settleFresh(p)
 	retry := p.results()
-	return p.outs, p.handed(len(offers)), retry, nil
+	handed := p.handed(len(offers))
+	if s.log.Enabled(ctx, slog.LevelDebug) {
+		// As a pop logs its leases (logLeases): what a redelivery's
+		// attempt number is judged against.
+		for i, h := range handed {
+			if n := len(h.Messages); n > 0 {
+				s.log.DebugContext(ctx, "handoff leased", "group", offers[i].Pop.Group, "partition", h.Messages[0].Partition,
+					"partition_id", leasePartition(h.Messages[0].Lease), "lease", h.Messages[0].Lease,
+					"from", h.Messages[0].Offset, "to", h.Messages[n-1].Offset)
+			}
+		}
+	}
+	return p.outs, handed, retry, nil
 }
 
 // failAll returns n outcomes that all carry err.

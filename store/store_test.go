@@ -1029,6 +1029,15 @@ func TestDebugLogsLeasesAndAcks(t *testing.T) {
 	require.Contains(t, lines[2], "offset=2 status=retry ok=true")
 	require.Contains(t, lines[2], "committed=2 attempts=0 lease_ended=true")
 	require.Contains(t, lines[3], "offset=3 status=completed ok=false")
+
+	// A hand-off logs its lease as a pop does.
+	_, handed, err := st.PushOffer(ctx, []domain.PushParams{{Queue: domain.Global("q"), Messages: []domain.PushMessage{
+		{Partition: "fresh", Data: []byte("1"), Encoding: domain.EncodingJSON}}}},
+		[]domain.Offer{{Pop: domain.PopParams{Queue: domain.Global("q"), Max: 5}, Partition: "fresh"}})
+	require.NoError(t, err)
+	require.Len(t, handed[0].Messages, 1)
+	require.Contains(t, buf.String(), `msg="handoff leased" group="" partition=fresh partition_id=`)
+	require.Contains(t, buf.String(), "lease="+handed[0].Messages[0].Lease+" from=0 to=0")
 }
 
 // syncBuffer is a bytes.Buffer safe for the store's goroutines.

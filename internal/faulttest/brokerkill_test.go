@@ -368,11 +368,13 @@ func newBrokerProc(t *testing.T, pgURL string) *brokerProc {
 				t.Errorf("the broker reported a data race")
 			}
 			if t.Failed() {
-				// Less the leases that pops and acks log at debug level
-				// (see leasesOf): a line a lease and an ack.
+				// Less the leases that pops and hand-offs take and the
+				// acks, which the store logs at debug level (see
+				// leasesOf): a line each.
 				var kept bytes.Buffer
 				for line := range bytes.Lines(out) {
-					if !bytes.Contains(line, []byte(`msg="pop leased"`)) && !bytes.Contains(line, []byte(`msg="ack applied"`)) && !bytes.Contains(line, []byte(`msg="ack failed"`)) {
+					if !bytes.Contains(line, []byte(`msg="pop leased"`)) && !bytes.Contains(line, []byte(`msg="ack applied"`)) &&
+						!bytes.Contains(line, []byte(`msg="ack failed"`)) && !bytes.Contains(line, []byte(`msg="handoff leased"`)) {
 						kept.Write(line)
 					}
 				}

@@ -298,7 +298,7 @@ func TestClusterKillAndRollingRestart(t *testing.T) {
 		for _, d := range ds {
 			require.Equal(t, as[0].offset, d.offset, "id %s delivered at another offset", id)
 			if attempts[d.attempt] {
-				t.Logf("the leases of %s's offset, as the brokers' pops took them:\n%s", id, leasesOf(bs, d.lease, d.offset))
+				t.Logf("the pops and acks of %s's partition near its offset, as the brokers logged them:\n%s", id, leasesOf(bs, d.lease, d.offset))
 			}
 			require.False(t, attempts[d.attempt], "id %s delivered twice as attempt %d: %+v (kill at %v, restarts from %v)",
 				id, d.attempt, ds, killAt.Sub(started), rollAt.Sub(started))
@@ -417,21 +417,16 @@ func waitRoutes(t *testing.T, bs []*brokerProc) {
 func (b *brokerProc) terminate() { b.signalAndWait(syscall.SIGTERM, 30*time.Second) }
 
 // leasesOf returns the lines of the brokers' logs where a pop leased
-// offset on the partition of lease (its id is in every lease id,
-// "l-<id>-…"), then those of the acks that named one of those leases, in
-// the order of the logs.
+// offsets on the partition of lease (its id is in every lease id,
+// "l-<id>-…") or an ack named them, within 100 of offset: what led to a
+// delivery of offset, in the order of the logs.
 func leasesOf(bs []*brokerProc, lease string, offset int64) string {
 	parts := strings.Split(lease, "-")
 	if len(parts) < 3 {
 		return "(no lease id)"
 	}
-	num := regexp.MustCompile(`\b(from|to)=(\d+)`)
-	leaseID := regexp.MustCompile(`\blease=(\S+)`)
-	type line struct {
-		broker, run int
-		text        string
-	}
-	var lines []line
+	num := regexp.MustCompile(`\b(from|to|offset)=(\d+)`)
+	var out strings.Builder
 	for i, b := range bs {
 		for j, path := range b.logs {
 			data, err := os.ReadFile(path)
@@ -439,37 +434,16 @@ func leasesOf(bs []*brokerProc, lease string, offset int64) string {
 				continue
 			}
 			for l := range strings.Lines(string(data)) {
-				if strings.Contains(l, " partition_id="+parts[1]+" ") {
-					lines = append(lines, line{i, j + 1, l})
+				if !strings.Contains(l, " partition_id="+parts[1]+" ") || !strings.Contains(l, "component=store") {
+					continue
+				}
+				for _, m := range num.FindAllStringSubmatch(l, -1) {
+					if v, _ := strconv.ParseInt(m[2], 10, 64); v >= offset-100 && v <= offset+100 {
+						fmt.Fprintf(&out, "broker %d, run %d: %s", i, j+1, l)
+						break
+					}
 				}
 			}
-		}
-	}
-	var out strings.Builder
-	leases := map[string]bool{}
-	for _, l := range lines {
-		if !strings.Contains(l.text, `msg="pop leased"`) {
-			continue
-		}
-		var from, to int64 = -1, -1
-		for _, m := range num.FindAllStringSubmatch(l.text, -1) {
-			v, _ := strconv.ParseInt(m[2], 10, 64)
-			if m[1] == "from" {
-				from = v
-			} else {
-				to = v
-			}
-		}
-		if from <= offset && offset <= to {
-			fmt.Fprintf(&out, "broker %d, run %d: %s", l.broker, l.run, l.text)
-			if m := leaseID.FindStringSubmatch(l.text); m != nil {
-				leases[m[1]] = true
-			}
-		}
-	}
-	for _, l := range lines {
-		if m := leaseID.FindStringSubmatch(l.text); m != nil && leases[m[1]] && (strings.Contains(l.text, `msg="ack applied"`) || strings.Contains(l.text, `msg="ack failed"`)) {
-			fmt.Fprintf(&out, "broker %d, run %d: %s", l.broker, l.run, l.text)
 		}
 	}
 	return out.String()
