@@ -25,7 +25,7 @@ import (
 // leases, with the partition's next offset, from which the caller judges
 // every ack, and the committed offset before it, from which it counts the
 // messages each ack settled.
-const ackCompletedSQL = `
+var ackCompletedSQL = `
 WITH x AS (
     SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[]) AS x(pid, grp, lease, off)
 ), cur AS (
@@ -45,13 +45,30 @@ WITH x AS (
         committed   = greatest(c.committed, agg.maxoff + 1),
         lease_id    = CASE WHEN agg.maxoff >= c.lease_upto THEN NULL ELSE c.lease_id END,
         lease_until = CASE WHEN agg.maxoff >= c.lease_upto THEN NULL ELSE c.lease_until END,
-        attempts    = CASE WHEN agg.maxoff >= c.lease_upto THEN 0 ELSE c.attempts END
+        attempts    = ` + attemptsAfterAck(`agg.maxoff`) + `
     FROM agg
     WHERE c.partition_id = agg.partition_id AND c.group_name = agg.group_name
     RETURNING c.partition_id
 )
 SELECT cur.partition_id, cur.group_name, cur.lease_id, cur.lease_from, cur.lease_upto, p.next_offset, cur.committed
 FROM cur JOIN comb_partitions p ON p.id = cur.partition_id`
+
+// attemptsAfterAck is a cursor c's attempt count once an ack at offset
+// off has settled everything up to it (completed, dead). Within the lease
+// nothing changes. An ack that ends the lease resets it, unless messages
+// the cursor delivered before remain past the lease (delivered_upto): a
+// redelivery that took only the first of an expired lease's messages
+// counted one more attempt for all of them, and the rest were last
+// delivered one attempt before it (at most: a message comes again with
+// every message before it, so it has been delivered no more often than
+// they). Reset, the pop after would deliver them again as attempt 1
+// (TestPartialRedeliveryKeepsAttempts). So a message's attempt is never
+// below the number of its deliveries, and is that number but after
+// partial redeliveries of partial redeliveries.
+func attemptsAfterAck(off string) string {
+	return `CASE WHEN ` + off + ` < c.lease_upto THEN c.attempts
+                 WHEN ` + off + ` < c.delivered_upto THEN greatest(c.attempts - 1, 0) ELSE 0 END`
+}
 
 // Messages of the ack results.
 const (
@@ -302,6 +319,7 @@ type cursorState struct {
 	upto      int64
 	live      bool
 	attempts  int64
+	delivered int64 // delivered_upto
 	changed   bool
 	holdMS    int64 // > 0: the ack ended the lease with a hold this long
 }
@@ -324,7 +342,7 @@ func (s *Store) ackInOrder(ctx context.Context, db writer, q queueRow, group str
 			results = make([]domain.AckResult, len(acks))
 			rows, err := tx.Query(ctx, `
 				SELECT partition_id, committed, coalesce(lease_id, ''), coalesce(lease_from, 0),
-				       coalesce(lease_upto, -1), coalesce(lease_until > now(), false), attempts
+				       coalesce(lease_upto, -1), coalesce(lease_until > now(), false), attempts, delivered_upto
 				FROM comb_cursors WHERE group_name = $1 AND partition_id = ANY($2)
 				ORDER BY partition_id FOR UPDATE`, group, pids)
 			if err != nil {
@@ -333,7 +351,7 @@ func (s *Store) ackInOrder(ctx context.Context, db writer, q queueRow, group str
 			cur := map[int64]*cursorState{}
 			var pid int64
 			var c cursorState
-			if _, err := pgx.ForEachRow(rows, []any{&pid, &c.committed, &c.lease, &c.from, &c.upto, &c.live, &c.attempts}, func() error {
+			if _, err := pgx.ForEachRow(rows, []any{&pid, &c.committed, &c.lease, &c.from, &c.upto, &c.live, &c.attempts, &c.delivered}, func() error {
 				cc := c
 				cur[pid] = &cc
 				return nil
@@ -419,14 +437,25 @@ func (s *Store) logAck(ctx context.Context, queue domain.QueueRef, group string,
 func (s *Store) applyAck(ctx context.Context, tx pgx.Tx, q queueRow, group string, a domain.Ack, pid int64, c *cursorState) (domain.AckResult, error) {
 	var r domain.AckResult
 	end := func() { c.live, c.lease, c.attempts = false, "", 0 }
+	// settled ends the lease when an ack at off settled all of it, its
+	// attempts as attemptsAfterAck says.
+	settled := func(off int64) {
+		if off < c.upto {
+			return
+		}
+		att := int64(0)
+		if off < c.delivered {
+			att = max(c.attempts-1, 0)
+		}
+		end()
+		c.attempts = att
+	}
 	before, upto := max(c.committed, c.from), c.upto
 	c.changed = true
 	switch a.Status {
 	case domain.AckCompleted:
 		c.committed = max(c.committed, a.Offset+1)
-		if a.Offset >= c.upto {
-			end()
-		}
+		settled(a.Offset)
 	case domain.AckRetry:
 		// Done up to N-1; N on is delivered again without spending an
 		// attempt: the next pop adds back the one taken off here.
@@ -465,9 +494,7 @@ func (s *Store) applyAck(ctx context.Context, tx pgx.Tx, q queueRow, group strin
 			return r, err
 		}
 		c.committed = max(c.committed, a.Offset+1)
-		if a.Offset >= c.upto {
-			end()
-		}
+		settled(a.Offset)
 		r.Dead, r.DeadBytes = true, n
 	}
 	// The messages before the acked one are done; a completed ack's own
