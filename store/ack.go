@@ -63,8 +63,8 @@ FROM cur JOIN comb_partitions p ON p.id = cur.partition_id`
 // every message before it, so it has been delivered no more often than
 // they). Reset, the pop after would deliver them again as attempt 1
 // (TestPartialRedeliveryKeepsAttempts). So a message's attempt is never
-// below the number of its deliveries, and is that number but after
-// partial redeliveries of partial redeliveries.
+// below the number of its deliveries, and equals it except after a
+// partial redelivery of a partial redelivery.
 func attemptsAfterAck(off string) string {
 	return `CASE WHEN ` + off + ` < c.lease_upto THEN c.attempts
                  WHEN ` + off + ` < c.delivered_upto THEN greatest(c.attempts - 1, 0) ELSE 0 END`
