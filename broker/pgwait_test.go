@@ -1,36 +1,17 @@
 package broker
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/combmq/comb/internal/freeport"
+	"github.com/combmq/comb/internal/testenv"
 	"github.com/stretchr/testify/require"
 )
-
-// syncBuffer is a log destination the broker and the test share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // closedPort returns a loopback port nothing listens on: connections to
 // it are refused at once.
@@ -51,17 +32,17 @@ func TestStartWaitsForUnreachablePostgres(t *testing.T) {
 	c := testConfig(t)
 	c.Postgres.URL = pgURL
 	c.Postgres.StartWait = 0
-	var log syncBuffer
-	_, err := Start(t.Context(), c, slog.New(slog.NewTextHandler(&log, nil)))
+	log := &testenv.Buffer{}
+	_, err := Start(t.Context(), c, slog.New(slog.NewTextHandler(log, nil)))
 	require.ErrorContains(t, err, "postgresql unreachable")
 	require.ErrorContains(t, err, "1 attempts")
 	require.NotContains(t, log.String(), "retrying")
 	require.NotContains(t, err.Error(), ":pw@", "no password in the error")
 
 	c.Postgres.StartWait = 1500 * time.Millisecond
-	log = syncBuffer{}
+	log = &testenv.Buffer{}
 	begin := time.Now()
-	_, err = Start(t.Context(), c, slog.New(slog.NewTextHandler(&log, nil)))
+	_, err = Start(t.Context(), c, slog.New(slog.NewTextHandler(log, nil)))
 	took := time.Since(begin)
 	require.ErrorContains(t, err, "postgresql unreachable")
 	require.ErrorContains(t, err, "-pg-start-wait")
@@ -99,7 +80,7 @@ func TestStartFailsFastOnRefusal(t *testing.T) {
 			c := testConfig(t)
 			c.Postgres.URL = u.String()
 			c.Postgres.StartWait = time.Hour
-			var log syncBuffer
+			var log testenv.Buffer
 			begin := time.Now()
 			_, err = Start(t.Context(), c, slog.New(slog.NewTextHandler(&log, nil)))
 			require.Error(t, err)

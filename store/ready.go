@@ -143,10 +143,7 @@ type readyKey struct {
 }
 
 func compareReadyKeys(a, b readyKey) int {
-	if a.pid != b.pid {
-		return cmp.Compare(a.pid, b.pid)
-	}
-	return strings.Compare(a.group, b.group)
+	return cmp.Or(cmp.Compare(a.pid, b.pid), strings.Compare(a.group, b.group))
 }
 
 // readySeenAgain says whether the sweeper may trim row k, caught up at

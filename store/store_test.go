@@ -1,7 +1,6 @@
 package store_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -9,13 +8,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/combmq/comb/domain"
+	"github.com/combmq/comb/internal/testenv"
 	"github.com/combmq/comb/protocol"
 	"github.com/combmq/comb/store"
 )
@@ -999,7 +998,7 @@ func TestPopReportsKeptPartitions(t *testing.T) {
 // prints when a message comes twice as one attempt (leasesOf).
 func TestDebugLogsLeasesAndAcks(t *testing.T) {
 	t.Parallel()
-	var buf syncBuffer
+	var buf testenv.Buffer
 	ctx := ctxT(t)
 	st, err := store.Open(ctx, testURL(t), store.Options{MaxConns: 4,
 		Logger: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))})
@@ -1038,66 +1037,4 @@ func TestDebugLogsLeasesAndAcks(t *testing.T) {
 	require.Len(t, handed[0].Messages, 1)
 	require.Contains(t, buf.String(), `msg="handoff leased" group="" partition=fresh partition_id=`)
 	require.Contains(t, buf.String(), "lease="+handed[0].Messages[0].Lease+" from=0 to=0")
-}
-
-// syncBuffer is a bytes.Buffer safe for the store's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// A redelivery that takes only the first of the messages an expired lease
-// had delivered, settled, leaves the rest at the attempt they were
-// delivered at: the next pop delivers them with attempt + 1, not as if
-// new. (The cluster test saw it: a lease of 20 messages expired, the next
-// pop took 18 of them, its ack reset the count, and the pop after that
-// delivered the last two again as attempt 1.)
-func TestPartialRedeliveryKeepsAttempts(t *testing.T) {
-	t.Parallel()
-	st := newStore(t)
-	ctx := ctxT(t)
-	pushN(t, st, "q", "p", 0, 4)
-	pop := func(n int) []domain.Message {
-		ms, err := st.Pop(ctx, domain.PopParams{Queue: domain.Global("q"), Max: n, LeaseMS: 100})
-		require.NoError(t, err)
-		return ms
-	}
-	attempts := func(ms []domain.Message) []int {
-		var out []int
-		for _, m := range ms {
-			out = append(out, m.Attempt)
-		}
-		return out
-	}
-	for _, status := range []domain.AckStatus{domain.AckCompleted, domain.AckDead} {
-		ms := pop(4)
-		require.Len(t, ms, 4)
-		require.Equal(t, []int{1, 1, 1, 1}, attempts(ms))
-		time.Sleep(150 * time.Millisecond) // the lease expires
-		ms = pop(2)
-		require.Equal(t, []int{2, 2}, attempts(ms))
-		// The ack that ends the partial lease, through the batch
-		// statement (completed) or one request's transaction (dead).
-		require.True(t, ack(t, st, "q", "", domain.Ack{Partition: "p", Offset: ms[1].Offset, Lease: ms[1].Lease, Status: status})[0].OK)
-		ms = pop(4)
-		require.Len(t, ms, 2)
-		require.Equal(t, []int{2, 2}, attempts(ms), "%s: delivered once before", status)
-		ack(t, st, "q", "", domain.Ack{Partition: "p", Offset: ms[1].Offset, Lease: ms[1].Lease})
-		// Everything delivered is settled: new messages start at 1.
-		pushN(t, st, "q", "p", 0, 4)
-	}
-	ms := pop(4)
-	require.Equal(t, []int{1, 1, 1, 1}, attempts(ms))
 }
