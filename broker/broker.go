@@ -106,8 +106,14 @@ func (b *Broker) start(ctx context.Context) error {
 	}
 
 	quotas := cfg.Bridge.Quotas
+	// The pools keep, and warm, as many connections as the bridge's
+	// workers use at once: the push and ack workers' and the pops', and
+	// two for the sweeper and the parked pops' check.
+	bdef := cfg.Bridge.WithDefaults()
 	st, err := store.Open(life, b.pgURL, store.Options{
 		MaxConns:      cfg.Postgres.MaxConns,
+		WarmConns:     int32(bdef.PushWorkers + bdef.AckWorkers + 2),
+		WarmPopConns:  int32(bdef.PopWorkers),
 		DurablePops:   cfg.Postgres.DurablePops,
 		QueueCacheTTL: cfg.Postgres.QueueCacheTTL,
 		MaxQueues:     func(tenant string) int64 { return quotas.Of(tenant).MaxQueues },
@@ -121,6 +127,7 @@ func (b *Broker) start(ctx context.Context) error {
 	if err := b.migrateWaiting(ctx, st); err != nil {
 		return err
 	}
+	b.warm(ctx, st)
 
 	// Retention and dedup expiry run on every broker; sweeps are safe to
 	// overlap.
@@ -439,4 +446,16 @@ func redactURLs(a string) string {
 		}
 	}
 	return a
+}
+
+// warm readies the store's connections before the bridge serves (see
+// store.Warm). A failure only leaves that cost to the first requests.
+func (b *Broker) warm(ctx context.Context, st *store.Store) {
+	began := time.Now()
+	res, err := st.Warm(ctx)
+	if err != nil {
+		b.log.Warn("warm the store's connections", "err", err)
+		return
+	}
+	b.log.Info("store connections warmed", "connections", res.Conns, "statements", res.Statements, "took", time.Since(began).Round(time.Millisecond))
 }

@@ -1,11 +1,9 @@
 package store
 
 import (
-	"context"
 	"encoding/binary"
 	"slices"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -96,10 +94,4 @@ func tryWrapSegmentPayloads(value any) (pgtype.WrappedEncodePlanNextSetter, any,
 // map, ahead of pgx's own (which handle every other value).
 func registerEncoders(m *pgtype.Map) {
 	m.TryWrapEncodePlanFuncs = append([]pgtype.TryWrapEncodePlanFunc{tryWrapSegmentPayloads}, m.TryWrapEncodePlanFuncs...)
-}
-
-// afterConnect readies a new connection of either pool.
-func afterConnect(_ context.Context, c *pgx.Conn) error {
-	registerEncoders(c.TypeMap())
-	return nil
 }

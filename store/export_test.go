@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -33,29 +34,16 @@ var Classify = classify
 func (s *Store) CollideDedupHashes() { s.dedup.hash = func(string) uint64 { return 42 } }
 
 // KeyedStatements are the statements that keyedPlansSQL plans once per
-// connection, by key, by name.
-var KeyedStatements = map[string]string{
-	"push lock":              lockPartitionsSQL,
-	"push alloc":             allocOffsetsSQL,
-	"push insert":            insertSegmentsSQL,
-	"push holds":             insertHoldsSQL,
-	"push handoff":           handoffSQL,
-	"push fresh queues":      lockFreshQueuesSQL,
-	"push fresh partitions":  insertFreshSQL,
-	"push fresh cursors":     insertFreshCursorsSQL,
-	"dedup lock":             lockDedupPartitionsSQL,
-	"dedup read":             readDedupSetsSQL,
-	"dedup check":            checkSuspectsSQL,
-	"dedup remember":         insertDedupSetSQL,
-	"ack":                    ackCompletedSQL,
-	"pop one partition":      popPartitionSQL,
-	"pop candidates":         popCandidatesSQL,
-	"pop delayed partition":  popDelayedPartitionSQL,
-	"pop delayed candidates": popDelayedCandidatesSQL,
-	"pop any partition":      popSQL,
-	"pop delayed any":        popDelayedSQL,
-	"ready checks":           anyReadySQL,
-}
+// connection, by key, by name: Warm's keyed ones.
+var KeyedStatements = func() map[string]string {
+	m := map[string]string{}
+	for _, st := range slices.Concat(warmMain, warmPop) {
+		if st.keyed {
+			m[st.name] = st.sql
+		}
+	}
+	return m
+}()
 
 // PopPool is the pool that serves pops.
 func (s *Store) PopPool() *pgxpool.Pool { return s.popPool }

@@ -73,7 +73,7 @@ func (s *Store) partitionIDs(ctx context.Context, q queueRow, names []string, cr
 }
 
 func (s *Store) lookupPartitions(ctx context.Context, q queueRow, names []string) (map[string]int64, error) {
-	rows, err := s.pool.Query(ctx, `SELECT name, id FROM comb_partitions WHERE queue_id = $1 AND name = ANY($2)`, q.ID, names)
+	rows, err := s.pool.Query(ctx, partitionsByNameSQL, q.ID, names)
 	if err != nil {
 		return nil, fmt.Errorf("look up partitions: %w", classify(err))
 	}
@@ -109,13 +109,11 @@ func (s *Store) createPartitions(ctx context.Context, q queueRow, names []string
 	defer conn.Release()
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	b.Queue(`SELECT 1 FROM comb_queues WHERE id = $1 FOR KEY SHARE`, q.ID)
-	b.Queue(`
-		INSERT INTO comb_partitions (queue_id, name) SELECT $1, unnest($2::text[])
-		ON CONFLICT (queue_id, name) DO NOTHING`, q.ID, names)
+	b.Queue(lockQueueSQL("FOR KEY SHARE"), q.ID)
+	b.Queue(insertPartitionsSQL, q.ID, names)
 	// No cursor: a partition is new to every group, which starts at its
 	// first message, where a missing cursor is (makeMissingCursors).
-	b.Queue(`SELECT name, id FROM comb_partitions WHERE queue_id = $1 AND name = ANY($2)`, q.ID, names)
+	b.Queue(partitionsByNameSQL, q.ID, names)
 	b.Queue("COMMIT")
 	var out map[string]int64
 	gone := false
@@ -158,12 +156,28 @@ func (s *Store) createPartitions(ctx context.Context, q queueRow, names []string
 	return out, nil
 }
 
+// lockQueueSQL locks queue $1's row in mode ("FOR UPDATE", "FOR KEY
+// SHARE").
+func lockQueueSQL(mode string) string { return `SELECT 1 FROM comb_queues WHERE id = $1 ` + mode }
+
+const (
+	// insertPartitionsSQL creates queue $1's partitions $2 that do not
+	// exist (createPartitions).
+	insertPartitionsSQL = `
+		INSERT INTO comb_partitions (queue_id, name) SELECT $1, unnest($2::text[])
+		ON CONFLICT (queue_id, name) DO NOTHING`
+	// partitionsByNameSQL reads the ids of queue $1's partitions $2.
+	partitionsByNameSQL = `SELECT name, id FROM comb_partitions WHERE queue_id = $1 AND name = ANY($2)`
+	// insertGroupSQL creates group $2 of queue $1 unless it exists.
+	insertGroupSQL = `INSERT INTO comb_groups (queue_id, name) VALUES ($1, $2) ON CONFLICT DO NOTHING`
+)
+
 // lockQueue takes the queue row's lock in mode (FOR KEY SHARE or FOR
 // UPDATE), which orders partition and group creation, and reports
 // domain.ErrNotFound when the queue was deleted meanwhile.
 func lockQueue(ctx context.Context, tx pgx.Tx, q queueRow, mode string) error {
 	var one int
-	err := tx.QueryRow(ctx, `SELECT 1 FROM comb_queues WHERE id = $1 `+mode, q.ID).Scan(&one)
+	err := tx.QueryRow(ctx, lockQueueSQL(mode), q.ID).Scan(&one)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("queue %q was deleted: %w", q.Name, domain.ErrNotFound)
 	}
@@ -220,7 +234,7 @@ func (s *Store) makeGroup(ctx context.Context, q queueRow, group string, from do
 		if err := lockQueue(ctx, tx, q, "FOR UPDATE"); err != nil {
 			return err
 		}
-		tag, err := tx.Exec(ctx, `INSERT INTO comb_groups (queue_id, name) VALUES ($1, $2) ON CONFLICT DO NOTHING`, q.ID, group)
+		tag, err := tx.Exec(ctx, insertGroupSQL, q.ID, group)
 		if err != nil || tag.RowsAffected() == 0 {
 			return err // exists already: its cursors were made with it
 		}

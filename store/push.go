@@ -285,6 +285,11 @@ func (s *Store) placeIDs(ctx context.Context, q queueRow, names []string, fresh 
 	return ids, nil
 }
 
+// queueFiguresSQL reads the messages and bytes of queues $1 (checkLimits).
+const queueFiguresSQL = `
+	SELECT queue_id, sum(next_offset - low_offset)::bigint, sum(retained_bytes)::bigint
+	FROM comb_partitions WHERE queue_id = ANY($1) GROUP BY queue_id`
+
 // checkLimits refuses the requests that would take a queue past its
 // max_messages or max_bytes. The check reads the figures at the start of the
 // push, so pushes running at the same moment on other connections can
@@ -294,9 +299,7 @@ func (s *Store) checkLimits(ctx context.Context, p *pushPlan, limited map[int64]
 	for id := range limited {
 		ids = append(ids, id)
 	}
-	rows, err := s.pool.Query(ctx, `
-		SELECT queue_id, sum(next_offset - low_offset)::bigint, sum(retained_bytes)::bigint
-		FROM comb_partitions WHERE queue_id = ANY($1) GROUP BY queue_id`, ids)
+	rows, err := s.pool.Query(ctx, queueFiguresSQL, ids)
 	if err != nil {
 		return fmt.Errorf("push: read queue figures: %w", classify(err))
 	}

@@ -45,6 +45,11 @@ const (
 type Options struct {
 	// MaxConns caps the connection pool; 0 means DefaultMaxConns.
 	MaxConns int32
+	// WarmConns and WarmPopConns are how many connections the pool of
+	// pushes and acks, and the pool of pops, keep open (at least 2, at
+	// most MaxConns) and Warm readies at once: as many as the requests
+	// use at the same time.
+	WarmConns, WarmPopConns int32
 	// DurablePops makes a pop's lease commit wait for the WAL flush like a
 	// push does. Off by default: a lease lost in a PostgreSQL crash only
 	// means its messages are delivered again, which an expired lease does
@@ -98,6 +103,8 @@ type Store struct {
 	// readyTrimmed counts the ready rows trimmed since the sweeper last
 	// vacuumed the set (vacuumReadyIfDue).
 	readyTrimmed atomic.Int64
+	// warm: Warm was called, and new connections are readied (warm.go).
+	warm atomic.Bool
 	// readySeen is the end at which the sweeper last saw each caught-up
 	// ready partition that it has not trimmed yet (readySeenAgain).
 	readyMu   sync.Mutex
@@ -132,7 +139,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if cfg.MaxConns == 0 {
 		cfg.MaxConns = DefaultMaxConns
 	}
-	cfg.MinConns = min(2, cfg.MaxConns)
+	cfg.MinConns = min(max(2, opts.WarmConns), cfg.MaxConns)
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
 	}
@@ -145,12 +152,35 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if opts.Tracer != nil {
 		cfg.ConnConfig.Tracer = opts.Tracer
 	}
-	cfg.AfterConnect = afterConnect
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("store: connect: %w", err)
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ttl := opts.QueueCacheTTL
+	if ttl == 0 {
+		ttl = DefaultQueueCacheTTL
+	}
+	s := &Store{
+		log: log,
+		ttl: ttl,
+
+		queueLimit: opts.MaxQueues,
+		queues:     map[domain.QueueRef]cachedQueue{},
+		parts:      map[partKey]int64{},
+		complete:   map[int64]uint8{},
+		pending:    map[partKey]int64{},
+		groups:     map[groupKey]time.Time{},
+		dedup:      newDedupCache(),
 	}
 	popCfg := cfg.Copy()
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		registerEncoders(c.TypeMap())
+		s.warmNew(ctx, c, warmMain)
+		return nil
+	}
+	if s.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
+		return nil, fmt.Errorf("store: connect: %w", err)
+	}
 	if !opts.DurablePops {
 		popCfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
 	}
@@ -161,33 +191,17 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	// skewed values): planning it once saves that on every new connection,
 	// most of a fresh broker's first second.
 	popCfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
-	popPool, err := pgxpool.NewWithConfig(ctx, popCfg)
-	if err != nil {
-		pool.Close()
+	popCfg.MinConns = min(max(2, opts.WarmPopConns), popCfg.MaxConns)
+	popCfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		registerEncoders(c.TypeMap())
+		s.warmNew(ctx, c, warmPop)
+		return nil
+	}
+	if s.popPool, err = pgxpool.NewWithConfig(ctx, popCfg); err != nil {
+		s.pool.Close()
 		return nil, fmt.Errorf("store: connect: %w", err)
 	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	ttl := opts.QueueCacheTTL
-	if ttl == 0 {
-		ttl = DefaultQueueCacheTTL
-	}
-	return &Store{
-		pool:    pool,
-		popPool: popPool,
-		log:     log,
-		ttl:     ttl,
-
-		queueLimit: opts.MaxQueues,
-		queues:     map[domain.QueueRef]cachedQueue{},
-		parts:      map[partKey]int64{},
-		complete:   map[int64]uint8{},
-		pending:    map[partKey]int64{},
-		groups:     map[groupKey]time.Time{},
-		dedup:      newDedupCache(),
-	}, nil
+	return s, nil
 }
 
 // Pool returns the connection pool, for tests and samplers that read
