@@ -106,19 +106,21 @@ func (b *Broker) start(ctx context.Context) error {
 	}
 
 	quotas := cfg.Bridge.Quotas
-	// The pools keep, and warm, as many connections as the bridge's
-	// workers use at once: the push and ack workers' and the pops', and
-	// two for the sweeper and the parked pops' check.
-	bdef := cfg.Bridge.WithDefaults()
-	st, err := store.Open(life, b.pgURL, store.Options{
+	opts := store.Options{
 		MaxConns:      cfg.Postgres.MaxConns,
-		WarmConns:     int32(bdef.PushWorkers + bdef.AckWorkers + 2),
-		WarmPopConns:  int32(bdef.PopWorkers),
 		DurablePops:   cfg.Postgres.DurablePops,
 		QueueCacheTTL: cfg.Postgres.QueueCacheTTL,
 		MaxQueues:     func(tenant string) int64 { return quotas.Of(tenant).MaxQueues },
 		Logger:        log.With("component", "store"),
-	})
+	}
+	if cfg.Postgres.Warm {
+		// The pools keep, and warm, as many connections as the bridge's
+		// workers use at once: the push and ack workers' and the pops',
+		// and two for the sweeper and the parked pops' check.
+		bdef := cfg.Bridge.WithDefaults()
+		opts.WarmConns, opts.WarmPopConns = int32(bdef.PushWorkers+bdef.AckWorkers+2), int32(bdef.PopWorkers)
+	}
+	st, err := store.Open(life, b.pgURL, opts)
 	if err != nil {
 		return err
 	}
@@ -127,7 +129,9 @@ func (b *Broker) start(ctx context.Context) error {
 	if err := b.migrateWaiting(ctx, st); err != nil {
 		return err
 	}
-	b.warm(ctx, st)
+	if cfg.Postgres.Warm {
+		b.warm(ctx, st)
+	}
 
 	// Retention and dedup expiry run on every broker; sweeps are safe to
 	// overlap.

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/combmq/comb/embeddednats"
 	"github.com/combmq/comb/internal/pgtest"
+	"github.com/combmq/comb/internal/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(pgtest.Wrap(m)) }
@@ -36,7 +38,38 @@ func testConfig(t testing.TB) Config {
 	c.NATS.Host, c.NATS.Port = "127.0.0.1", -1
 	c.NATS.HTTPPort = embeddednats.NoMonitoring
 	c.HTTP = "127.0.0.1:0" // tests run in parallel
+	// Warming costs a start about half a second of both cores, and the
+	// tests start many brokers: TestStartWarmsTheStore covers it.
+	c.Postgres.Warm = false
 	return c
+}
+
+// TestStartWarmsTheStore: with pg_warm (the default of `comb serve`), a
+// broker opens its pools' connections, as many as its workers use, and
+// readies them before it serves, and says so; without it, it does not.
+func TestStartWarmsTheStore(t *testing.T) {
+	t.Parallel()
+	require.True(t, DefaultConfig().Postgres.Warm)
+	for _, warm := range []bool{true, false} {
+		t.Run(fmt.Sprint("warm=", warm), func(t *testing.T) {
+			t.Parallel()
+			c := testConfig(t)
+			c.Postgres.Warm = warm
+			log := &testenv.Buffer{}
+			b, err := Start(t.Context(), c, slog.New(slog.NewTextHandler(log, nil)))
+			require.NoError(t, err)
+			t.Cleanup(b.Stop)
+			warmed := strings.Contains(log.String(), `msg="store connections warmed"`)
+			require.Equal(t, warm, warmed, "%s", log.String())
+			if !warm {
+				return
+			}
+			want := map[string]int32{"main": 4 + 2 + 2, "pop": 8}
+			for _, p := range b.st.PoolStats() {
+				require.GreaterOrEqual(t, p.Stat.TotalConns(), want[p.Name], "the %s pool", p.Name)
+			}
+		})
+	}
 }
 
 func getReady(t *testing.T, base string) (int, readiness) {

@@ -107,6 +107,10 @@ type PostgresConfig struct {
 	// MaxConns caps the store's connection pool; 0 means the store's
 	// default.
 	MaxConns int32
+	// Warm readies the store's connections before the broker serves
+	// (store.Warm); off, the pools open them as the first requests need
+	// them, which then pay for their first statements.
+	Warm bool
 	// DurablePops makes a pop's lease commit wait for the WAL flush; see
 	// store.Options.
 	DurablePops bool
@@ -124,7 +128,7 @@ type PostgresConfig struct {
 func DefaultConfig() Config {
 	return Config{
 		DataDir: "./comb-data",
-		Postgres: PostgresConfig{Port: 5433, MaxConns: store.DefaultMaxConns,
+		Postgres: PostgresConfig{Port: 5433, MaxConns: store.DefaultMaxConns, Warm: true,
 			QueueCacheTTL: store.DefaultQueueCacheTTL, StartWait: DefaultPostgresStartWait},
 		SweepInterval:    time.Second,
 		HTTP:             DefaultHTTP,
