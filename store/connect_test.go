@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,4 +47,26 @@ func TestConnectTimeoutDefault(t *testing.T) {
 	require.ErrorIs(t, err, domain.ErrUnavailable)
 	require.GreaterOrEqual(t, took, store.DefaultConnectTimeout)
 	require.Less(t, took, 4*store.DefaultConnectTimeout, "the caller's 60 s deadline did not bound it")
+}
+
+// TestConnectionsLiveUntilTheyFail: both pools keep a connection for its
+// life unless the URL names pool_max_conn_lifetime (pgx's default, an
+// hour, replaced every connection at about the same moment), and then
+// follow the URL.
+func TestConnectionsLiveUntilTheyFail(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	lifetimes := func(url string) []time.Duration {
+		st, err := store.Open(ctx, url, store.Options{MaxConns: 2})
+		require.NoError(t, err)
+		defer st.Close()
+		return []time.Duration{st.Pool().Config().MaxConnLifetime, st.PopPool().Config().MaxConnLifetime}
+	}
+	url := testURL(t)
+	require.Equal(t, []time.Duration{0, 0}, lifetimes(url))
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	require.Equal(t, []time.Duration{90 * time.Second, 90 * time.Second}, lifetimes(url+sep+"pool_max_conn_lifetime=90s"))
 }

@@ -143,6 +143,15 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
 	}
+	// A connection lives until it fails, unless the URL names a lifetime:
+	// pgx's default of an hour replaced every connection of a broker at
+	// about the same moment, and under load the new ones' first statements
+	// held requests up. At 1,000 puts a second with a 20 s lifetime each
+	// replacement was a 1-2 s e2e p99 spike, warm connections or not
+	// (docs/benchmarks.md, "Connections that expire").
+	if !strings.Contains(url, "pool_max_conn_lifetime") {
+		cfg.MaxConnLifetime = 0
+	}
 	// A push reply means durable: never inherit a server-wide
 	// synchronous_commit = off.
 	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "on"
