@@ -184,8 +184,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	popCfg := cfg.Copy()
 	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
 		registerEncoders(c.TypeMap())
-		s.warmNew(ctx, c, warmMain)
-		return nil
+		return s.warmNew(ctx, c, warmMain)
 	}
 	if s.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 		return nil, fmt.Errorf("store: connect: %w", err)
@@ -203,8 +202,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	popCfg.MinConns = min(max(2, opts.WarmPopConns), popCfg.MaxConns)
 	popCfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
 		registerEncoders(c.TypeMap())
-		s.warmNew(ctx, c, warmPop)
-		return nil
+		return s.warmNew(ctx, c, warmPop)
 	}
 	if s.popPool, err = pgxpool.NewWithConfig(ctx, popCfg); err != nil {
 		s.pool.Close()

@@ -119,15 +119,22 @@ func (s *Store) Warm(ctx context.Context) (WarmResult, error) {
 }
 
 // warmNew is the pools' AfterConnect part of Warm: once Warm was called,
-// a new connection is readied before its first use. A failure is logged:
-// the connection is good, only colder.
-func (s *Store) warmNew(ctx context.Context, conn *pgx.Conn, stmts []warmStatement) {
+// a new connection is readied before its first use. A failure is logged
+// and the connection used all the same, only colder, unless it closed
+// (pgx closes one whose statement was canceled): then the pool drops it.
+func (s *Store) warmNew(ctx context.Context, conn *pgx.Conn, stmts []warmStatement) error {
 	if !s.warm.Load() {
-		return
+		return nil
 	}
-	if err := warmConn(ctx, conn, stmts); err != nil {
-		s.log.Warn("warm a new connection", "err", classify(err))
+	err := warmConn(ctx, conn, stmts)
+	if err == nil {
+		return nil
 	}
+	if conn.IsClosed() {
+		return fmt.Errorf("store: warm a new connection: %w", classify(err))
+	}
+	s.log.Warn("warm a new connection", "err", classify(err))
+	return nil
 }
 
 // warmPool holds every idle connection of pool, and more up to its
