@@ -182,10 +182,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		dedup:      newDedupCache(),
 	}
 	popCfg := cfg.Copy()
-	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
-		registerEncoders(c.TypeMap())
-		return s.warmNew(ctx, c, warmMain)
-	}
+	cfg.AfterConnect = s.afterConnect(warmMain)
 	if s.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 		return nil, fmt.Errorf("store: connect: %w", err)
 	}
@@ -200,10 +197,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	// most of a fresh broker's first second.
 	popCfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
 	popCfg.MinConns = min(max(2, opts.WarmPopConns), popCfg.MaxConns)
-	popCfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
-		registerEncoders(c.TypeMap())
-		return s.warmNew(ctx, c, warmPop)
-	}
+	popCfg.AfterConnect = s.afterConnect(warmPop)
 	if s.popPool, err = pgxpool.NewWithConfig(ctx, popCfg); err != nil {
 		s.pool.Close()
 		return nil, fmt.Errorf("store: connect: %w", err)

@@ -118,6 +118,15 @@ func (s *Store) Warm(ctx context.Context) (WarmResult, error) {
 	return out, nil
 }
 
+// afterConnect readies a new connection of the pool whose hot path is
+// stmts: the store's encoders, then warmNew.
+func (s *Store) afterConnect(stmts []warmStatement) func(context.Context, *pgx.Conn) error {
+	return func(ctx context.Context, c *pgx.Conn) error {
+		registerEncoders(c.TypeMap())
+		return s.warmNew(ctx, c, stmts)
+	}
+}
+
 // warmNew is the pools' AfterConnect part of Warm: once Warm was called,
 // a new connection is readied before its first use. A failure is logged
 // and the connection used all the same, only colder, unless it closed

@@ -103,11 +103,14 @@ func TestWarmPreparesTheHotPath(t *testing.T) {
 	require.NoError(t, err)
 
 	var missed []string
-	for pool, before := range map[string]map[string]preparedStmt{"main": main, "pop": pop} {
-		after := preparedOn(t, map[string]*pgxpool.Pool{"main": st.Pool(), "pop": st.PopPool()}[pool])
-		for name, p := range after {
-			if _, warmed := before[name]; !warmed {
-				missed = append(missed, pool+": "+p.sql)
+	for _, pool := range []struct {
+		name   string
+		pool   *pgxpool.Pool
+		warmed map[string]preparedStmt
+	}{{"main", st.Pool(), main}, {"pop", st.PopPool(), pop}} {
+		for name, p := range preparedOn(t, pool.pool) {
+			if _, ok := pool.warmed[name]; !ok {
+				missed = append(missed, pool.name+": "+p.sql)
 			}
 		}
 	}

@@ -79,11 +79,6 @@ type Options struct {
 	// ClientOptions are added to Env.NC's connection: the credentials and
 	// TLS settings a server with authentication wants.
 	ClientOptions []nats.Option
-	// Warm readies the store's connections before the broker serves, as
-	// `comb serve` does (pg_warm); off here by default: tests start
-	// brokers by the hundred, and warming costs each about half a second
-	// of both cores.
-	Warm bool
 	// Tune, when set, adjusts the broker configuration last, for settings
 	// no field above names (such as the status page's).
 	Tune func(*broker.Config)
@@ -97,7 +92,10 @@ func (opts Options) Config(pgURL string) broker.Config {
 	cfg.Postgres.URL = pgURL
 	cfg.Postgres.MaxConns = opts.Store.MaxConns
 	cfg.Postgres.DurablePops = opts.Store.DurablePops
-	cfg.Postgres.Warm = opts.Warm
+	// No warming (pg_warm): tests start brokers by the hundred, and it
+	// costs each about half a second of both cores; the broker's
+	// TestStartWarmsTheStore covers it.
+	cfg.Postgres.Warm = false
 	cfg.Postgres.QueueCacheTTL = opts.Store.QueueCacheTTL
 	// Zero fields take the bridge's defaults, as they always have here.
 	cfg.Bridge = opts.Bridge
