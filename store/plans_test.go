@@ -135,5 +135,36 @@ func TestHotPlansByKey(t *testing.T) {
 		if name == "pop any partition" || name == "pop delayed any" || name == "ready checks" {
 			require.NotContains(t, plan.String(), "comb_cursors_queue_group", "%s:\n%s", name, plan.String())
 		}
+		// A pop's scan of the ready set reads it in index order from its
+		// position and stops when it has enough: nothing in ready sorts
+		// (popScan).
+		if name == "pop any partition" || name == "pop delayed any" {
+			s := plan.String()
+			from, to := strings.Index(s, "CTE ready"), strings.Index(s, "CTE made")
+			require.True(t, from >= 0 && to > from, "%s:\n%s", name, s)
+			// A hold's lookup (a SubPlan) sorts its one partition's holds.
+			ready := withoutSubPlans(s[from:to])
+			require.NotContains(t, ready, "Sort", "%s:\n%s", name, ready)
+			require.Equal(t, 4, strings.Count(ready, "comb_ready_queue"), "%s:\n%s", name, ready)
+		}
 	}
+}
+
+// withoutSubPlans is an EXPLAIN's text without its SubPlans' lines.
+func withoutSubPlans(plan string) string {
+	var out strings.Builder
+	skip := -1 // the indentation of the SubPlan being left out
+	for line := range strings.Lines(plan) {
+		indent := len(line) - len(strings.TrimLeft(line, " "))
+		if skip >= 0 && indent > skip {
+			continue
+		}
+		skip = -1
+		if strings.HasPrefix(strings.TrimLeft(line, " "), "SubPlan") {
+			skip = indent
+			continue
+		}
+		out.WriteString(line)
+	}
+	return out.String()
 }

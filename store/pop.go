@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -54,9 +55,9 @@ var popPartitionSQL = popOne(heldEnd(`p.next_offset`))
 var popCandidatesSQL = popScan(heldEnd(`p.next_offset`), somePartitions)
 
 const (
-	// anyPartition is the condition of a scan over the ready set's rows y
-	// (readyCursors, queue $1's and group $2's).
-	anyPartition = `$3::bigint = 0`
+	// anyPartition marks a scan over the ready set's rows (readyCursors,
+	// queue $1's and group $2's), from after partition id $3 (popScan).
+	anyPartition = `$3::bigint >= 0`
 	onePartition = `c.partition_id = $3 AND c.group_name = $2 AND c.queue_id = $1`
 	// somePartitions leaves out the queue (its ids are the queue's): with
 	// "c.queue_id = $1" a generic plan read every cursor of the group
@@ -119,7 +120,7 @@ func cursorReady(end string) string {
 // that may have messages, not the queue's.
 func groupMayPop(qid, group string) string {
 	return `EXISTS (
-        SELECT 1 FROM ` + readyCursors(qid, group) + `
+        SELECT 1 FROM ` + readyCursors(qid, group, readyRows{}) + `
         WHERE ` + cursorReady(`p.next_offset`) + `)`
 }
 
@@ -127,7 +128,9 @@ func groupMayPop(qid, group string) string {
 // (its own and those of pushes, anyGroup) to their partitions p and the
 // group's cursors c: the cursors a scan of a whole group reads. A cursor
 // missing from it is at its partition's end (the invariant of ready.go);
-// the rows of the queue's other groups are not read.
+// the rows of the queue's other groups are not read. rows narrows the
+// rows read (readyRows).
+//
 // The cursor and the partition come from subqueries PostgreSQL cannot
 // pull up (OFFSET 0), so that both are read by key from each row, the set
 // first whatever the statistics say. As joins, a generic plan made without
@@ -138,12 +141,48 @@ func groupMayPop(qid, group string) string {
 //
 // A partition where the group has no cursor yet comes with a cursor of
 // NULLs (cursorReady).
-func readyCursors(qid, group string) string {
-	return `(SELECT DISTINCT r.partition_id FROM comb_ready r
-         WHERE r.queue_id = ` + qid + ` AND r.group_name IN (` + group + `, ` + anyGroup + `)) y
+func readyCursors(qid, group string, rows readyRows) string {
+	own := `SELECT r.partition_id FROM comb_ready r
+            WHERE r.queue_id = ` + qid + ` AND r.group_name = ` + group + rows.idCond()
+	// A partition with a row of the group and one of a push comes once.
+	pushes := `SELECT r.partition_id FROM comb_ready r
+            WHERE r.queue_id = ` + qid + ` AND r.group_name = ` + anyGroup + rows.idCond() + `
+              AND NOT EXISTS (SELECT 1 FROM comb_ready o
+                  WHERE o.partition_id = r.partition_id AND o.group_name = ` + group + `)`
+	y := own + `
+         UNION ALL
+         ` + pushes
+	switch rows.source {
+	case groupRows:
+		y = own
+	case pushRows:
+		y = pushes
+	}
+	return `(` + y + `) y
         LEFT JOIN LATERAL (SELECT c.* FROM comb_cursors c
             WHERE c.partition_id = y.partition_id AND c.group_name = ` + group + ` OFFSET 0) c ON true
         CROSS JOIN LATERAL (SELECT p.* FROM comb_partitions p WHERE p.id = y.partition_id OFFSET 0) p`
+}
+
+// readyRows narrows the ready rows readyCursors reads: their source
+// (the group's, the pushes', or both) and a comparison of their partition
+// id (SQL to finish "r.partition_id", e.g. "> $3"; "" for any).
+type readyRows struct {
+	source int
+	id     string
+}
+
+const (
+	bothRows = iota
+	groupRows
+	pushRows
+)
+
+func (r readyRows) idCond() string {
+	if r.id == "" {
+		return ""
+	}
+	return ` AND r.partition_id ` + r.id
 }
 
 // makeMissingCursors is the pop's CTE "made": it inserts the group's
@@ -209,37 +248,63 @@ WITH one AS (
 }
 
 // popScan is the statement of a pop that reads many cursors (where): ready
-// lists the ready ones without locking them, least recently leased first,
-// and cand claims the first $4 of those it can lock, reading each again by
-// key (the claim's recheck sees a cursor another pop leased meanwhile).
+// lists the ready ones without locking them, and cand claims the first $4
+// of those it can lock, least recently leased first, reading each again
+// by key (the claim's recheck sees a cursor another pop leased
+// meanwhile).
+//
+// A scan of the group's ready set (anyPartition) reads it in rotation,
+// from after partition id $3 in id order: the group's rows there, then
+// the pushes', then both from the first; it stops at $4 + readyReportMax
+// ready cursors, so it reads about as many rows as it reports however
+// many partitions are ready. (The order of least recently leased first
+// needed every ready cursor read: a million partitions with messages in
+// 10,000 of them made each pop read 10,000 cursors and partitions, seconds
+// a pop on pages not in memory.) $3 is the last partition the group's
+// scans on this store leased (Store.scanFrom), so successive pops go round
+// the ready partitions. Each part is one scan of the index (queue_id,
+// group_name, partition_id), in its order: no sort (TestHotPlansByKey).
+// Candidates (somePartitions) are few and read whole, least recently
+// leased first.
 //
 // The ready partitions where the group has no cursor yet come first (never
 // leased); the pop makes their cursors (makeMissingCursors) and claims the
 // others.
 func popScan(end, where string) string {
-	from := `comb_partitions p LEFT JOIN comb_cursors c ON c.partition_id = p.id AND c.group_name = $2`
+	pick := func(from, cond, order string) string {
+		return fmt.Sprintf(`SELECT p.id AS partition_id, c.leased_at, p.name, c.partition_id IS NULL AS missing
+    FROM %s
+    CROSS JOIN LATERAL (SELECT %s AS next_offset) r
+    WHERE %s AND %s
+    ORDER BY %s
+    LIMIT $4 + %d`, from, end, cond, cursorReady(`r.next_offset`), order, readyReportMax)
+	}
+	ready := pick(`comb_partitions p LEFT JOIN comb_cursors c ON c.partition_id = p.id AND c.group_name = $2`,
+		where, `c.leased_at NULLS FIRST, p.id`)
 	if where == anyPartition {
-		from = readyCursors(`$1`, `$2`)
+		var parts []string
+		for _, rows := range []readyRows{{groupRows, `> $3`}, {pushRows, `> $3`}, {groupRows, `<= $3`}, {pushRows, `<= $3`}} {
+			parts = append(parts, `(`+pick(readyCursors(`$1`, `$2`, rows), `true`, `y.partition_id`)+`)`)
+		}
+		ready = strings.Join(parts, `
+    UNION ALL
+    `) + `
+    LIMIT $4 + ` + strconv.Itoa(readyReportMax)
 	}
 	return fmt.Sprintf(`
 WITH ready AS MATERIALIZED (
-    SELECT p.id AS partition_id, c.leased_at, p.name, c.partition_id IS NULL AS missing
-    FROM `+from+`
-    CROSS JOIN LATERAL (SELECT %[1]s AS next_offset) r
-    WHERE %[2]s AND %[4]s
-    ORDER BY c.leased_at NULLS FIRST, p.id
-    LIMIT $4 + %[3]d
+    %[1]s
 ), `+makeMissingCursors(`ready`)+`, cand AS (
     SELECT c.partition_id, greatest(c.committed, p.low_offset) AS committed, c.delivered_upto,
            r.next_offset, p.name
     FROM ready x JOIN comb_cursors c ON c.partition_id = x.partition_id AND c.group_name = $2
     JOIN comb_partitions p ON p.id = c.partition_id
-    CROSS JOIN LATERAL (SELECT %[1]s AS next_offset) r
-    WHERE %[4]s AND `+madeFirst+`
+    CROSS JOIN LATERAL (SELECT %[2]s AS next_offset) r
+    WHERE %[3]s AND `+madeFirst+`
     ORDER BY x.leased_at NULLS FIRST, x.partition_id
     LIMIT $4
     FOR UPDATE OF c SKIP LOCKED
-)`, end, where, readyReportMax, cursorReady(`r.next_offset`)) + popTail(`(SELECT array_agg(x.name ORDER BY x.leased_at NULLS FIRST, x.partition_id) FROM ready x
+)`, ready, end, cursorReady(`r.next_offset`)) + popTail(`(SELECT array_agg(x.name ORDER BY x.leased_at NULLS FIRST, x.partition_id) FROM ready x
         WHERE NOT EXISTS (SELECT 1 FROM upd w WHERE w.partition_id = x.partition_id)),
        (SELECT count(*) FROM ready)`)
 }
@@ -360,6 +425,12 @@ func (s *Store) PopReport(ctx context.Context, req domain.PopParams) (domain.Pop
 	if err != nil {
 		return none, err
 	}
+	scan := !keyed
+	if scan {
+		s.mu.Lock()
+		pid = s.scanFrom[groupKey{q.ID, group}]
+		s.mu.Unlock()
+	}
 	args := []any{q.ID, group, pid, parts, maxN, token, req.AutoAck, leaseMS}
 	sql := popSQL
 	switch {
@@ -435,6 +506,16 @@ func (s *Store) PopReport(ctx context.Context, req domain.PopParams) (domain.Pop
 		if !rep.made {
 			break
 		}
+	}
+	if scan && len(leases) > 0 {
+		// The next scan starts after the last partition this one leased.
+		last := leases[0].pid
+		for _, l := range leases[1:] {
+			last = max(last, l.pid)
+		}
+		s.mu.Lock()
+		s.scanFrom[groupKey{q.ID, group}] = last
+		s.mu.Unlock()
 	}
 	var trim *trimArgs
 	if req.MaxBytes > 0 {

@@ -78,6 +78,7 @@ func (s *Store) forgetLocked(q queueRow) {
 	for k := range s.groups {
 		if k.queue == q.ID {
 			delete(s.groups, k)
+			delete(s.scanFrom, k)
 		}
 	}
 }

@@ -588,3 +588,78 @@ func TestReadyByGroupDownMigration(t *testing.T) {
 	require.NoError(t, tx.QueryRow(ctx, `SELECT count(*) FROM comb_ready`).Scan(&n))
 	require.Equal(t, 3, n)
 }
+
+// Pops that name no partition go round the ready partitions: with 150
+// partitions ready, some by the group's rows, some by pushes' and some
+// by both, 150 pops of one message each take one from each partition,
+// and the next 150 the same again. Each reads a window of the ready set
+// from where the last one leased, not the set whole: its plan (generic,
+// as the pop runs it) reads about as many ready rows as it reports.
+func TestScanGoesRoundTheReadyPartitions(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx := ctxT(t)
+	q := domain.Global("round")
+	configure(t, st, "round", domain.ConfigPatch{})
+	newGroup(t, st, "round", "g", domain.Start{})
+	const n = 150
+	name := func(i int) string { return fmt.Sprintf("p%03d", i) }
+	r := domain.PushParams{Queue: q}
+	for i := range n {
+		for k := range 2 {
+			r.Messages = append(r.Messages, domain.PushMessage{Partition: name(i), Data: []byte(strconv.Itoa(k)), Encoding: domain.EncodingJSON})
+		}
+	}
+	require.NoError(t, push(t, st, r)[0].Err)
+	sweepAll(t, st) // the pushes' rows spread to g's
+	for i := range n / 2 {
+		pushN(t, st, "round", name(i), 2, 1) // and a push's row again on half
+	}
+	rows := func(group string) int {
+		return count(t, st, `SELECT count(*) FROM comb_ready WHERE group_name = $1`, group)
+	}
+	require.Equal(t, n, rows("g"))
+	require.Equal(t, n/2, rows(""))
+
+	round := func(want string, k int) {
+		t.Helper()
+		seen := map[string]bool{}
+		for range k {
+			ms, err := st.Pop(ctx, domain.PopParams{Queue: q, Group: "g", Max: 1, Partitions: 1, AutoAck: true})
+			require.NoError(t, err)
+			require.Len(t, ms, 1)
+			require.Equal(t, want, string(ms[0].Data), ms[0].Partition)
+			require.False(t, seen[ms[0].Partition], "%s twice in a round", ms[0].Partition)
+			seen[ms[0].Partition] = true
+		}
+	}
+	round("0", n)
+
+	// What a pop reads of the set now, every partition ready.
+	tx, err := st.Pool().Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	var qid int64
+	require.NoError(t, tx.QueryRow(ctx, `SELECT id FROM comb_queues WHERE name = 'round'`).Scan(&qid))
+	_, err = tx.Exec(ctx, store.KeyedPlansSQL)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `PREPARE scan AS `+store.KeyedStatements["pop any partition"])
+	require.NoError(t, err)
+	var plan []byte
+	require.NoError(t, tx.QueryRow(ctx, fmt.Sprintf(`EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE scan(%d, 'g', 40, 1, 1, 't', true, 1000)`, qid)).Scan(&plan))
+	read := 0
+	for _, m := range regexp.MustCompile(`"Relation Name": "comb_ready",\s*"Alias": "r[_0-9]*",[^}]*?"Actual Rows": (\d+)`).FindAllSubmatch(plan, -1) {
+		k, err := strconv.Atoi(string(m[1]))
+		require.NoError(t, err)
+		read += k
+	}
+	require.Positive(t, read, "%s", plan)
+	require.LessOrEqual(t, read, 1+64+2, "the ready rows a pop of one partition read, of %d: %s", n+n/2, plan)
+	require.NoError(t, tx.Rollback(ctx))
+
+	round("1", n)
+	round("2", n/2)
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: q, Group: "g", Max: 1, Partitions: 1, AutoAck: true})
+	require.NoError(t, err)
+	require.Empty(t, ms)
+}

@@ -90,6 +90,10 @@ type Store struct {
 	complete map[int64]uint8
 	pending  map[partKey]int64
 	groups   map[groupKey]time.Time // groups known to exist, and when last seen
+	// scanFrom is, by group, the partition id after which the group's
+	// next scan of its ready set starts: the last its scans leased here
+	// (popScan's rotation).
+	scanFrom map[groupKey]int64
 	// groupFlight shares one group creation among concurrent callers.
 	groupFlight singleflight.Group
 
@@ -179,6 +183,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		complete:   map[int64]uint8{},
 		pending:    map[partKey]int64{},
 		groups:     map[groupKey]time.Time{},
+		scanFrom:   map[groupKey]int64{},
 		dedup:      newDedupCache(),
 	}
 	popCfg := cfg.Copy()
@@ -242,12 +247,16 @@ func (s *Store) Ping(ctx context.Context) error {
 //     small comb_partitions or comb_cursors (200 rows, a few pages) the
 //     generic plans read them whole and hash-joined them, and kept doing
 //     so while updates grew them to tens of pages; with sequential scans
-//     and hash and merge joins off they look up each row by key.
+//     and hash and merge joins off they look up each row by key. With
+//     bitmap scans off too, a scan of an index returns its rows in the
+//     index's order: a pop's scan of the ready set reads from its position
+//     and stops when it has enough (popScan), where a generic plan sorted
+//     a bitmap scan's rows, all of them, to take the first few.
 //
 // TestHotStatementsPlanOnce and TestHotPlansByKey pin both.
 const keyedPlansSQL = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true),
        set_config('enable_seqscan', 'off', true), set_config('enable_hashjoin', 'off', true),
-       set_config('enable_mergejoin', 'off', true)`
+       set_config('enable_mergejoin', 'off', true), set_config('enable_bitmapscan', 'off', true)`
 
 type migration struct {
 	version int
