@@ -1,6 +1,7 @@
 package web
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -24,7 +25,9 @@ type Overview struct {
 	Health Health    `json:"health"`
 	Spool  Spool     `json:"spool"`
 	// Replay says whether POST /api/dlq/replay is enabled.
-	Replay           bool  `json:"replay"`
+	Replay bool `json:"replay"`
+	// SampleIntervalMS is the time between samples: http_sample_interval,
+	// or longer when sampling is slow (sampleWait).
 	SampleIntervalMS int64 `json:"sample_interval_ms"`
 	// MaxQueues is the most queues shown; More is set when there are more.
 	MaxQueues int  `json:"max_queues"`
@@ -126,7 +129,7 @@ func (p *Page) handleOverview(w http.ResponseWriter, r *http.Request) {
 		Health:           p.health(ctx, now),
 		Spool:            p.spool(),
 		Replay:           p.opts.Replay,
-		SampleIntervalMS: p.opts.SampleInterval.Milliseconds(),
+		SampleIntervalMS: cmp.Or(p.every.Load(), p.opts.SampleInterval.Milliseconds()),
 		MaxQueues:        p.opts.MaxQueues,
 		Times:            []int64{},
 		Queues:           []Queue{},
