@@ -27,6 +27,8 @@ var (
 	HotSlotSQL = hotSlotSQL
 )
 
+const RetentionCandidatesSQL = retentionCandidatesSQL
+
 var Classify = classify
 
 // CollideDedupHashes makes every id of the store's dedup cache share one

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -548,4 +549,62 @@ func TestDedupOneSetPerTransaction(t *testing.T) {
 		require.Equal(t, res[j].Offset, page.Messages[0].Offset, "peek finds %s", m.ID)
 		require.Equal(t, m.ID, page.Messages[0].ID)
 	}
+}
+
+// Retention's search for what it may delete reads no partition of a
+// queue without retention, whatever plan PostgreSQL picks: 300 partitions
+// with old messages in a queue without it, 5 in one with it, analyzed.
+func TestRetentionSkipsQueuesWithout(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx := ctxT(t)
+	for _, q := range []struct {
+		name  string
+		parts int
+		ret   int64
+	}{{"noret", 300, 0}, {"ret", 5, 1}} {
+		configure(t, st, q.name, domain.ConfigPatch{CompletedRetentionS: i64(q.ret)})
+		r := domain.PushParams{Queue: domain.Global(q.name)}
+		for i := range q.parts {
+			r.Messages = append(r.Messages, domain.PushMessage{Partition: "p" + strconv.Itoa(i), Data: []byte(`1`), Encoding: domain.EncodingJSON})
+		}
+		require.NoError(t, push(t, st, r)[0].Err)
+	}
+	_, err := st.Pool().Exec(ctx, `UPDATE comb_partitions SET low_created_at = now() - interval '1 hour'`)
+	require.NoError(t, err)
+	_, err = st.Pool().Exec(ctx, `ANALYZE comb_queues, comb_partitions, comb_cursors, comb_groups`)
+	require.NoError(t, err)
+	for _, settings := range [][]string{nil, {"enable_seqscan"}, {"enable_indexscan", "enable_bitmapscan"}, {"enable_nestloop"}} {
+		tx, err := st.Pool().Begin(ctx)
+		require.NoError(t, err)
+		for _, off := range settings {
+			_, err := tx.Exec(ctx, `SELECT set_config($1, 'off', true)`, off)
+			require.NoError(t, err)
+		}
+		var plan []byte
+		require.NoError(t, tx.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) `+store.RetentionCandidatesSQL, 1000).Scan(&plan))
+		require.NoError(t, tx.Rollback(ctx))
+		var root []struct{ Plan planNode }
+		require.NoError(t, json.Unmarshal(plan, &root))
+		read := 0
+		var walk func(n planNode)
+		walk = func(n planNode) {
+			if n.Relation == "comb_partitions" {
+				read += int(n.Rows * n.Loops)
+			}
+			for _, c := range n.Plans {
+				walk(c)
+			}
+		}
+		walk(root[0].Plan)
+		require.LessOrEqual(t, read, 5, "partitions read with %v off: %s", settings, plan)
+	}
+}
+
+// planNode is a node of EXPLAIN (ANALYZE, FORMAT JSON).
+type planNode struct {
+	Relation string     `json:"Relation Name"`
+	Rows     float64    `json:"Actual Rows"`
+	Loops    float64    `json:"Actual Loops"`
+	Plans    []planNode `json:"Plans"`
 }
