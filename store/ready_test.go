@@ -663,3 +663,36 @@ func TestScanGoesRoundTheReadyPartitions(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, ms)
 }
+
+// A sweep says when the window of the ready set it read held nothing to
+// do (SweepStats.ReadyIdle), which RunSweeper reads less often: rows of a
+// group short of its partitions' ends; and not when it holds rows to trim
+// or spread.
+func TestSweepReportsAnIdleReadyWindow(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx := ctxT(t)
+	q := domain.Global("pace")
+	configure(t, st, "pace", domain.ConfigPatch{})
+	newGroup(t, st, "pace", "lag", domain.Start{})
+	for i := range 30 {
+		pushN(t, st, "pace", fmt.Sprintf("p%02d", i), 0, 1)
+	}
+	s, err := st.Sweep(ctx)
+	require.NoError(t, err)
+	require.False(t, s.ReadyIdle, "pushes' rows seen for the first time")
+	sweepAll(t, st) // spread to lag's rows
+	require.Equal(t, 30, count(t, st, `SELECT count(*) FROM comb_ready WHERE group_name = 'lag'`))
+	s, err = st.Sweep(ctx)
+	require.NoError(t, err)
+	require.True(t, s.ReadyIdle, "only rows of a group short of the ends")
+
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: q, Group: "lag", Max: 100, Partitions: 30, AutoAck: true})
+	require.NoError(t, err)
+	require.Len(t, ms, 30)
+	s, err = st.Sweep(ctx)
+	require.NoError(t, err)
+	require.False(t, s.ReadyIdle, "rows of a caught-up group to trim")
+	sweepAll(t, st)
+	require.Zero(t, count(t, st, `SELECT count(*) FROM comb_ready`))
+}

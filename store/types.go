@@ -75,6 +75,10 @@ type SweepStats struct {
 	// ReadyVacuumed says the sweep vacuumed the ready set (enough rows
 	// trimmed since the last time, vacuumReadyIfDue).
 	ReadyVacuumed bool
+	// ReadyIdle says the window of the ready set it read held nothing to
+	// spread or trim, now or at the next look (RunSweeper then reads the
+	// set less often, readyPace).
+	ReadyIdle bool
 	// Slots is what slot maintenance did (see slots.go).
 	Slots SlotStats
 	// More is set when a bound stopped the sweep before it was done.
