@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"net"
 	"strings"
 	"testing"
@@ -69,4 +70,30 @@ func TestConnectionsLiveUntilTheyFail(t *testing.T) {
 		sep = "&"
 	}
 	require.Equal(t, []time.Duration{90 * time.Second, 90 * time.Second}, lifetimes(url+sep+"pool_max_conn_lifetime=90s"))
+}
+
+// Comb's connections run without JIT unless the URL sets jit: PostgreSQL
+// compiled a sweep statement on every run for much longer than it ran.
+func TestConnectionsRunWithoutJIT(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	jit := func(url string) []string {
+		st, err := store.Open(ctx, url, store.Options{MaxConns: 2})
+		require.NoError(t, err)
+		defer st.Close()
+		var out []string
+		for _, p := range []*pgxpool.Pool{st.Pool(), st.PopPool()} {
+			var v string
+			require.NoError(t, p.QueryRow(ctx, `SHOW jit`).Scan(&v))
+			out = append(out, v)
+		}
+		return out
+	}
+	url := testURL(t)
+	require.Equal(t, []string{"off", "off"}, jit(url))
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	require.Equal(t, []string{"on", "on"}, jit(url+sep+"jit=on"))
 }

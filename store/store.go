@@ -159,6 +159,15 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	// A push reply means durable: never inherit a server-wide
 	// synchronous_commit = off.
 	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "on"
+	// No JIT unless the URL asks for it: Comb's statements are short, and
+	// PostgreSQL compiles a statement whose estimated cost passes
+	// jit_above_cost on every run. A generic plan of retention's search
+	// costed 10 million on a queue of 200,000 partitions: 1 ms to run, 447
+	// ms to compile, every sweep (docs/benchmarks.md, "What an idle broker
+	// costs beside a big queue").
+	if _, ok := cfg.ConnConfig.RuntimeParams["jit"]; !ok {
+		cfg.ConnConfig.RuntimeParams["jit"] = "off"
+	}
 	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "comb"
 	}
