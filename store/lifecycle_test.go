@@ -604,6 +604,7 @@ func TestRetentionSkipsQueuesWithout(t *testing.T) {
 // planNode is a node of EXPLAIN (ANALYZE, FORMAT JSON).
 type planNode struct {
 	Relation string     `json:"Relation Name"`
+	Alias    string     `json:"Alias"`
 	Rows     float64    `json:"Actual Rows"`
 	Loops    float64    `json:"Actual Loops"`
 	Plans    []planNode `json:"Plans"`
