@@ -165,12 +165,25 @@ func (p *Page) sample(ctx context.Context) {
 // twelfth of PostgreSQL's time at one every 5 s on an idle broker, and
 // that grows with the partitions. Rates are per second over
 // the samples' own times, so a longer wait changes no figure.
+//
+// A sample quicker than samplePaceFloor keeps the interval: with the
+// shortest intervals (tests sample every 100 ms) such a sample costs
+// little, and the charts keep the spacing asked for.
 func sampleWait(interval, took time.Duration) time.Duration {
+	if took < samplePaceFloor {
+		return max(interval-took, 0)
+	}
 	return max(interval, sampleCostShare*took) - took
 }
 
-// sampleCostShare is the inverse of the share of time sampling may take.
-const sampleCostShare = 20
+const (
+	// sampleCostShare is the inverse of the share of time sampling may
+	// take.
+	sampleCostShare = 20
+	// samplePaceFloor is the shortest sample that makes the sampler wait
+	// longer than its interval.
+	samplePaceFloor = 50 * time.Millisecond
+)
 
 func (p *Page) sampleOnce(life context.Context) {
 	ctx, cancel := context.WithTimeout(life, max(p.opts.SampleInterval, time.Second))

@@ -197,7 +197,9 @@ func TestOverviewMatchesInfo(t *testing.T) {
 	require.Positive(t, o.Health.UptimeS)
 	require.Equal(t, web.Spool{Enabled: false, Note: web.NoSpool}, o.Spool)
 	require.False(t, o.Replay)
-	require.EqualValues(t, 100, o.SampleIntervalMS)
+	// The time between samples: the interval, or longer after a sample
+	// slower than samplePaceFloor (a loaded machine).
+	require.GreaterOrEqual(t, o.SampleIntervalMS, int64(100))
 	require.False(t, o.More)
 	require.Empty(t, o.Error)
 
