@@ -2,7 +2,6 @@ package store_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -584,28 +583,7 @@ func TestRetentionSkipsQueuesWithout(t *testing.T) {
 		var plan []byte
 		require.NoError(t, tx.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) `+store.RetentionCandidatesSQL, 1000).Scan(&plan))
 		require.NoError(t, tx.Rollback(ctx))
-		var root []struct{ Plan planNode }
-		require.NoError(t, json.Unmarshal(plan, &root))
-		read := 0
-		var walk func(n planNode)
-		walk = func(n planNode) {
-			if n.Relation == "comb_partitions" {
-				read += int(n.Rows * n.Loops)
-			}
-			for _, c := range n.Plans {
-				walk(c)
-			}
-		}
-		walk(root[0].Plan)
+		read := rowsRead(t, plan, "comb_partitions", "")
 		require.LessOrEqual(t, read, 5, "partitions read with %v off: %s", settings, plan)
 	}
-}
-
-// planNode is a node of EXPLAIN (ANALYZE, FORMAT JSON).
-type planNode struct {
-	Relation string     `json:"Relation Name"`
-	Alias    string     `json:"Alias"`
-	Rows     float64    `json:"Actual Rows"`
-	Loops    float64    `json:"Actual Loops"`
-	Plans    []planNode `json:"Plans"`
 }

@@ -1,6 +1,8 @@
 package store_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -167,4 +169,55 @@ func withoutSubPlans(plan string) string {
 		out.WriteString(line)
 	}
 	return out.String()
+}
+
+// rowsRead is how many rows a plan (EXPLAIN (ANALYZE, FORMAT JSON)) read
+// of relation, over every scan of it whose alias starts with alias.
+func rowsRead(t *testing.T, plan []byte, relation, alias string) int {
+	t.Helper()
+	type node struct {
+		Relation string  `json:"Relation Name"`
+		Alias    string  `json:"Alias"`
+		Rows     float64 `json:"Actual Rows"`
+		Loops    float64 `json:"Actual Loops"`
+		Plans    []node  `json:"Plans"`
+	}
+	var root []struct{ Plan node }
+	require.NoError(t, json.Unmarshal(plan, &root), "%s", plan)
+	read := 0
+	var walk func(n node)
+	walk = func(n node) {
+		if n.Relation == relation && strings.HasPrefix(n.Alias, alias) {
+			read += int(n.Rows * n.Loops)
+		}
+		for _, c := range n.Plans {
+			walk(c)
+		}
+	}
+	walk(root[0].Plan)
+	return read
+}
+
+// scanPlan runs a pop of group on queue that names no partition, scanning
+// from after partition id from, as the store runs it (a generic plan,
+// keyedPlansSQL) under EXPLAIN (ANALYZE, FORMAT JSON), in a transaction
+// it rolls back, and returns the plan.
+func scanPlan(t *testing.T, st *store.Store, queue, group string, from int64) []byte {
+	t.Helper()
+	ctx := ctxT(t)
+	tx, err := st.Pool().Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	var qid int64
+	require.NoError(t, tx.QueryRow(ctx, `SELECT id FROM comb_queues WHERE name = $1`, queue).Scan(&qid))
+	_, err = tx.Exec(ctx, store.KeyedPlansSQL)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `PREPARE scan AS `+store.KeyedStatements["pop any partition"])
+	require.NoError(t, err)
+	var plan []byte
+	require.NoError(t, tx.QueryRow(ctx, fmt.Sprintf(`EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE scan(%d, '%s', %d, 1, 1, 't', true, 1000)`,
+		qid, strings.ReplaceAll(group, "'", "''"), from)).Scan(&plan))
+	_, err = tx.Exec(ctx, `DEALLOCATE scan`) // a prepared statement outlives the transaction
+	require.NoError(t, err)
+	return plan
 }

@@ -56,7 +56,8 @@ var popCandidatesSQL = popScan(heldEnd(`p.next_offset`), somePartitions)
 
 const (
 	// anyPartition marks a scan over the ready set's rows (readyCursors,
-	// queue $1's and group $2's), from after partition id $3 (popScan).
+	// queue $1's and group $2's), from after partition id $3: popScan
+	// writes its own conditions for it.
 	anyPartition = `$3::bigint >= 0`
 	onePartition = `c.partition_id = $3 AND c.group_name = $2 AND c.queue_id = $1`
 	// somePartitions leaves out the queue (its ids are the queue's): with
@@ -279,9 +280,11 @@ func popScan(end, where string) string {
     ORDER BY %s
     LIMIT $4 + %d`, from, end, cond, cursorReady(`r.next_offset`), order, readyReportMax)
 	}
-	ready := pick(`comb_partitions p LEFT JOIN comb_cursors c ON c.partition_id = p.id AND c.group_name = $2`,
-		where, `c.leased_at NULLS FIRST, p.id`)
-	if where == anyPartition {
+	var ready string
+	if where != anyPartition {
+		ready = pick(`comb_partitions p LEFT JOIN comb_cursors c ON c.partition_id = p.id AND c.group_name = $2`,
+			where, `c.leased_at NULLS FIRST, p.id`)
+	} else {
 		var parts []string
 		for _, rows := range []readyRows{{groupRows, `> $3`}, {pushRows, `> $3`}, {groupRows, `<= $3`}, {pushRows, `<= $3`}} {
 			parts = append(parts, `(`+pick(readyCursors(`$1`, `$2`, rows), `true`, `y.partition_id`)+`)`)

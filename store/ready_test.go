@@ -2,12 +2,10 @@ package store_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -527,17 +525,7 @@ func TestIdleGroupRowsAreNotRead(t *testing.T) {
 
 	// What a pop of busy reads: none of the set's rows.
 	read := func(group string) int {
-		tx, err := st.Pool().Begin(ctx)
-		require.NoError(t, err)
-		defer func() { _ = tx.Rollback(ctx) }()
-		var qid int64
-		require.NoError(t, tx.QueryRow(ctx, `SELECT id FROM comb_queues WHERE name = 'idle'`).Scan(&qid))
-		_, err = tx.Exec(ctx, store.KeyedPlansSQL)
-		require.NoError(t, err)
-		var plan []byte
-		require.NoError(t, tx.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) `+store.KeyedStatements["pop any partition"],
-			qid, group, int64(0), 1, 1, "t", true, int64(1000)).Scan(&plan))
-		return readyRowsRead(t, plan)
+		return rowsRead(t, scanPlan(t, st, "idle", group, 0), "comb_ready", "r")
 	}
 	require.Zero(t, read("busy"))
 	require.Equal(t, 20, read("idle"))
@@ -633,21 +621,10 @@ func TestScanGoesRoundTheReadyPartitions(t *testing.T) {
 	round("0", n)
 
 	// What a pop reads of the set now, every partition ready.
-	tx, err := st.Pool().Begin(ctx)
-	require.NoError(t, err)
-	defer func() { _ = tx.Rollback(ctx) }()
-	var qid int64
-	require.NoError(t, tx.QueryRow(ctx, `SELECT id FROM comb_queues WHERE name = 'round'`).Scan(&qid))
-	_, err = tx.Exec(ctx, store.KeyedPlansSQL)
-	require.NoError(t, err)
-	_, err = tx.Exec(ctx, `PREPARE scan AS `+store.KeyedStatements["pop any partition"])
-	require.NoError(t, err)
-	var plan []byte
-	require.NoError(t, tx.QueryRow(ctx, fmt.Sprintf(`EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE scan(%d, 'g', 40, 1, 1, 't', true, 1000)`, qid)).Scan(&plan))
-	read := readyRowsRead(t, plan)
+	plan := scanPlan(t, st, "round", "g", 40)
+	read := rowsRead(t, plan, "comb_ready", "r")
 	require.Positive(t, read, "%s", plan)
 	require.LessOrEqual(t, read, 1+64+2, "the ready rows a pop of one partition read, of %d: %s", n+n/2, plan)
-	require.NoError(t, tx.Rollback(ctx))
 
 	round("1", n)
 	round("2", n/2)
@@ -687,25 +664,4 @@ func TestSweepReportsAnIdleReadyWindow(t *testing.T) {
 	require.False(t, s.ReadyIdle, "rows of a caught-up group to trim")
 	sweepAll(t, st)
 	require.Zero(t, count(t, st, `SELECT count(*) FROM comb_ready`))
-}
-
-// readyRowsRead is how many rows of the ready set a pop's plan (EXPLAIN
-// (ANALYZE, FORMAT JSON)) read in its scans of the set, its lookups of
-// the group's row for each push's row left out.
-func readyRowsRead(t *testing.T, plan []byte) int {
-	t.Helper()
-	var root []struct{ Plan planNode }
-	require.NoError(t, json.Unmarshal(plan, &root))
-	read := 0
-	var walk func(n planNode)
-	walk = func(n planNode) {
-		if n.Relation == "comb_ready" && strings.HasPrefix(n.Alias, "r") {
-			read += int(n.Rows * n.Loops)
-		}
-		for _, c := range n.Plans {
-			walk(c)
-		}
-	}
-	walk(root[0].Plan)
-	return read
 }
