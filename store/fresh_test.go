@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -195,4 +196,117 @@ func TestPushRecreatesAQueueDeletedElsewhere(t *testing.T) {
 			require.Equal(t, 1, partitionRows(t, a, "q", p), "round %d: %s", round, p)
 		}
 	}
+}
+
+// A push counts what it stores in the partitions it makes as it makes
+// them (insertFreshSQL), and puts them in the ready set, so that their
+// rows read like those of partitions pushed to again; a partition it makes
+// for a request that a limit refused is made empty.
+func TestPushCountsWhatItStoresInPartitionsItMakes(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx := ctxT(t)
+	configure(t, st, "q", domain.ConfigPatch{MaxMessages: i64(4)})
+	pushTo(t, st, "q", "seen") // q's partitions are read: new ones are made by pushes
+	q := domain.Global("q")
+	first := []domain.PushMessage{msg("a", "", "11"), msg("a", "", "2"), msg("b", "", "333")}
+	outs := push(t, st,
+		domain.PushParams{Queue: q, Messages: first},
+		domain.PushParams{Queue: q, Messages: []domain.PushMessage{msg("c", "", "4")}})
+	require.NoError(t, outs[0].Err)
+	require.Equal(t, []domain.PushResult{
+		{Partition: "a", Offset: 0, Status: domain.Stored},
+		{Partition: "a", Offset: 1, Status: domain.Stored},
+		{Partition: "b", Offset: 0, Status: domain.Stored},
+	}, outs[0].Results)
+	require.ErrorIs(t, outs[1].Err, domain.ErrLimit, "seen's, a's and b's four messages fill q")
+
+	type row struct {
+		next, bytes  int64
+		since, ready bool
+	}
+	read := func(name string) row {
+		var r row
+		require.NoError(t, st.Pool().QueryRow(ctx, `
+			SELECT p.next_offset, p.retained_bytes, p.low_created_at IS NOT NULL,
+			       EXISTS (SELECT 1 FROM comb_ready r WHERE r.partition_id = p.id AND r.group_name = '')
+			FROM comb_partitions p JOIN comb_queues q ON q.id = p.queue_id
+			WHERE q.name = 'q' AND p.name = $1`, name).Scan(&r.next, &r.bytes, &r.since, &r.ready), name)
+		return r
+	}
+	size := func(ms ...domain.PushMessage) (n int64) {
+		for _, m := range ms {
+			n += int64(m.Size())
+		}
+		return n
+	}
+	require.Equal(t, row{2, size(first[:2]...), true, true}, read("a"))
+	require.Equal(t, row{1, size(first[2]), true, true}, read("b"))
+	require.Equal(t, row{0, 0, false, false}, read("c"), "made for the refused request, and empty")
+
+	configure(t, st, "q", domain.ConfigPatch{MaxMessages: i64(10)})
+	require.Equal(t, []int64{2}, pushN(t, st, "q", "a", 5, 1), "then pushed to like any other")
+	require.Equal(t, []int64{0}, pushN(t, st, "q", "c", 6, 1))
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: q, Group: "g", Max: 10, Partitions: 10, AutoAck: true})
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"1", "11", "2", "5", "333", "6"}, datas(ms))
+}
+
+// Two pushes of one store that make the same partition at the same moment
+// share the id the store reserved for it: the first to commit makes the
+// row, counted with its messages, and the second, whose insert waited for
+// the first and did nothing, then allocates its offsets on that row like
+// on any other, after the first's.
+func TestPushesMakingOnePartitionTogether(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx := ctxT(t)
+	pushTo(t, st, "q", "seen")
+	q := domain.Global("q")
+
+	// Hold "seen" so that push A, which makes "x", waits with "x" made
+	// and not committed.
+	hold, err := st.Pool().Begin(ctx)
+	require.NoError(t, err)
+	defer hold.Rollback(ctx) //nolint:errcheck // released below
+	_, err = hold.Exec(ctx, `SELECT 1 FROM comb_partitions WHERE name = 'seen' FOR UPDATE`)
+	require.NoError(t, err)
+	waiting := func(n int) func() bool {
+		return func() bool {
+			var got int
+			require.NoError(t, st.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+				WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&got))
+			return got == n
+		}
+	}
+	results := func(reqs ...domain.PushMessage) chan []domain.PushResult {
+		ch := make(chan []domain.PushResult, 1)
+		go func() {
+			outs, err := st.Push(ctx, []domain.PushParams{{Queue: q, Messages: reqs}})
+			if err == nil {
+				err = outs[0].Err
+			}
+			if err != nil {
+				t.Error(err)
+			}
+			ch <- outs[0].Results
+		}()
+		return ch
+	}
+	a := results(msg("seen", "", "1"), msg("x", "", "2"), msg("x", "", "3"))
+	require.Eventually(t, waiting(1), 10*time.Second, 5*time.Millisecond, "A waits for seen")
+	b := results(msg("x", "", "4"))
+	require.Eventually(t, waiting(2), 10*time.Second, 5*time.Millisecond, "B's insert of x waits for A's")
+	require.NoError(t, hold.Rollback(ctx))
+
+	ra, rb := <-a, <-b
+	require.Equal(t, []int64{1, 0, 1}, []int64{ra[0].Offset, ra[1].Offset, ra[2].Offset})
+	require.Equal(t, []int64{2}, []int64{rb[0].Offset}, "after A's two, not over them")
+	require.Equal(t, 1, partitionRows(t, st, "q", "x"))
+	var next int64
+	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT next_offset FROM comb_partitions WHERE name = 'x'`).Scan(&next))
+	require.Equal(t, int64(3), next)
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: q, Group: "g", Max: 10, Partition: "x", AutoAck: true})
+	require.NoError(t, err)
+	require.Equal(t, []string{"2", "3", "4"}, datas(ms))
 }

@@ -428,9 +428,21 @@ func (p *pushPlan) segmentArrays() (pids, ns, bs []int64, payloads segmentPayloa
 	return pids, ns, bs, payloads, hot
 }
 
-const (
-	lockPartitionsSQL = `SELECT id FROM comb_partitions WHERE id = ANY($1) ORDER BY id FOR UPDATE`
-	// allocOffsetsSQL also starts a partition's low_created_at when it
+// notMadeHere(n) is true of a partition row p unless the push's own
+// transaction made it (insertFreshSQL): its id is among the push's fresh
+// ones, parameter $n, and its version is this transaction's. Only a fresh
+// push (no caller's transaction, no savepoint) passes ids, so no row a
+// comb.txn updated earlier is mistaken for a new one.
+func notMadeHere(n int) string {
+	return `(p.id = ANY($` + strconv.Itoa(n) + `::bigint[]) AND p.xmin = pg_current_xact_id()::xid) IS NOT TRUE`
+}
+
+var (
+	// lockPartitionsSQL locks partitions $1 but those the push made ($2).
+	lockPartitionsSQL = `SELECT id FROM comb_partitions p WHERE id = ANY($1) AND ` + notMadeHere(2) + ` ORDER BY id FOR UPDATE`
+	// allocOffsetsSQL allocates the offsets of partitions $1 but those the
+	// push made ($4), which insertFreshSQL counted as it made them. It also
+	// starts a partition's low_created_at when it
 	// retained nothing (see the sweeper's retentionCandidatesSQL), and
 	// puts the partitions in the ready set (ready.go), each by its row for
 	// any group (the sweeper spreads it to the groups), while it holds
@@ -442,7 +454,7 @@ const (
 		        low_created_at = CASE WHEN p.next_offset = p.low_offset THEN now()
 		                              ELSE coalesce(p.low_created_at, '-infinity') END
 		    FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS x(pid, n, b)
-		    WHERE p.id = x.pid
+		    WHERE p.id = x.pid AND ` + notMadeHere(4) + `
 		    RETURNING p.id, p.queue_id, p.next_offset - x.n AS base
 		), r AS (
 		    INSERT INTO comb_ready (partition_id, group_name, queue_id) SELECT id, ` + anyGroup + `, queue_id FROM u ORDER BY id
@@ -500,12 +512,12 @@ func (p *pushPlan) holdArrays() (pids, backs, delays []int64, nbs []*time.Time) 
 
 // queueWrite queues the statements that allocate offsets and write the
 // segments (and holds), and returns a function that reads their results.
-func (p *pushPlan) queueWrite(b *pgx.Batch) func(br pgx.BatchResults) error {
+func (p *pushPlan) queueWrite(b *pgx.Batch, fresh []int64) func(br pgx.BatchResults) error {
 	pids, ns, bs, payloads, hot := p.segmentArrays()
 	if len(pids) == 0 {
 		return func(pgx.BatchResults) error { return nil }
 	}
-	b.Queue(allocOffsetsSQL, pids, ns, bs)
+	b.Queue(allocOffsetsSQL, pids, ns, bs, fresh)
 	b.Queue(insertSegmentsSQL, pids, ns, bs, payloads, hot)
 	holds := len(p.holds) > 0
 	if holds {
@@ -555,8 +567,9 @@ func (s *Store) writeSimple(ctx context.Context, db writer, p *pushPlan) error {
 		b.Queue(keyedPlansSQL)
 	}
 	readFresh := p.queueFresh(b)
-	b.Queue(lockPartitionsSQL, p.pids)
-	read := p.queueWrite(b)
+	fresh := p.freshPids()
+	b.Queue(lockPartitionsSQL, p.pids, fresh)
+	read := p.queueWrite(b, fresh)
 	readOffers := p.queueOffers(b)
 	br := db.SendBatch(ctx, b)
 	defer br.Close()
