@@ -225,16 +225,6 @@ const (
 		ON CONFLICT DO NOTHING`
 )
 
-// freshPids returns the ids of the plan's fresh partitions (none: an empty
-// array, not NULL).
-func (p *pushPlan) freshPids() []int64 {
-	ids := make([]int64, len(p.fresh))
-	for i, f := range p.fresh {
-		ids[i] = f.id
-	}
-	return ids
-}
-
 // queueFresh queues the creation of the plan's fresh partitions, if any,
 // each with what the push stores in it, and returns a function that reads
 // its results: a segment in a partition the push made starts at offset 0.
@@ -242,14 +232,14 @@ func (p *pushPlan) queueFresh(b *pgx.Batch) func(br pgx.BatchResults) error {
 	if len(p.fresh) == 0 {
 		return func(pgx.BatchResults) error { return nil }
 	}
-	ids := p.freshPids()
+	ids := make([]int64, len(p.fresh))
 	qids := make([]int64, len(p.fresh))
 	names := make([]string, len(p.fresh))
 	ns := make([]int64, len(p.fresh))
 	bs := make([]int64, len(p.fresh))
 	var queues []int64
 	for i, f := range p.fresh {
-		qids[i], names[i] = f.queue, f.name
+		ids[i], qids[i], names[i] = f.id, f.queue, f.name
 		if seg := p.segs[f.id]; seg != nil {
 			ns[i], bs[i] = seg.n, seg.bytes
 		}
