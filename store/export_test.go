@@ -29,6 +29,9 @@ var (
 
 const RetentionCandidatesSQL = retentionCandidatesSQL
 
+// PartitionsByNameSQL looks partitions up by name.
+const PartitionsByNameSQL = partitionsByNameSQL
+
 var Classify = classify
 
 // CollideDedupHashes makes every id of the store's dedup cache share one

@@ -22,21 +22,22 @@ import (
 // and a cache miss alone does not say so: after a restart every name is a
 // miss. So the store first reads all of a queue's partitions into the
 // cache, once (knownPartitions), for a queue of at most preloadLimit of
-// them; from then on a name missing from the cache is new, unless another
-// bridge made it meanwhile. In that case the insert does nothing, the
-// push's statements find no row under the reserved id and store nothing
-// there, and the push goes once more the old way (PushOffer's retry),
-// which looks the partition up and keeps what else the store knows of the
-// queue.
+// them; from then on a name missing from the cache is new. A queue with
+// more has the names a push misses looked up first, one query for them
+// all, and those not found are new (freshIDs). Either way another bridge
+// may make the partition meanwhile. In that case the insert does nothing,
+// the push's statements find no row under the reserved id and store
+// nothing there, and the push goes once more the old way (PushOffer's
+// retry), which looks the partition up and keeps what else the store
+// knows of the queue.
 //
 // Until the push that creates a partition commits, its reserved id is
 // pending: a second push of this store to the same new name takes the same
 // id, and its insert waits on the first one's and then finds the row.
 
 // preloadLimit is the most partitions a queue may have for the store to
-// read them all into its cache and create new ones inside pushes; a queue
-// with more gets its new partitions the old way, a transaction each. A
-// variable for tests.
+// read them all into its cache; a push to a queue with more looks up the
+// names it misses before it makes the new ones. A variable for tests.
 var preloadLimit = 100_000
 
 // reserveBlock is how many partition ids reserveIDs takes from the
@@ -62,7 +63,7 @@ type freshPartition struct {
 const (
 	partsUnread   = 0 // not read yet
 	partsComplete = 1 // every partition of the queue is in the cache
-	partsTooMany  = 2 // over preloadLimit: new ones are made the old way
+	partsTooMany  = 2 // over preloadLimit: the names a push misses are looked up
 )
 
 // knownPartitions reports whether every partition of q is in the cache,
@@ -101,10 +102,12 @@ func (s *Store) knownPartitions(ctx context.Context, q queueRow) (bool, error) {
 	return state == partsComplete, nil
 }
 
-// freshIDs maps the partition names of q, a queue whose partitions are all
-// cached (knownPartitions), to ids: a cached one, or for a new name the id
-// reserved for it, which it also returns in fresh for the push to create.
-func (s *Store) freshIDs(ctx context.Context, q queueRow, names []string) (ids map[string]int64, fresh []freshPartition, err error) {
+// freshIDs maps the partition names of q to ids: a cached one, or for a
+// new name the id reserved for it, which it also returns in fresh for the
+// push to create. With lookup, q's partitions are not all cached
+// (knownPartitions), and it first looks up the names missing from the
+// cache; those PostgreSQL has not are new.
+func (s *Store) freshIDs(ctx context.Context, q queueRow, names []string, lookup bool) (ids map[string]int64, fresh []freshPartition, err error) {
 	ids = make(map[string]int64, len(names))
 	var missing []string
 	s.mu.Lock()
@@ -120,6 +123,21 @@ func (s *Store) freshIDs(ctx context.Context, q queueRow, names []string) (ids m
 		}
 	}
 	s.mu.Unlock()
+	if lookup && len(missing) > 0 {
+		found, err := s.lookupPartitions(ctx, q, missing)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(found) > 0 {
+			s.mu.Lock()
+			for n, id := range found {
+				s.parts[partKey{q.ID, n}] = id
+				ids[n] = id
+			}
+			s.mu.Unlock()
+			missing = slices.DeleteFunc(missing, func(n string) bool { _, ok := found[n]; return ok })
+		}
+	}
 	if len(missing) == 0 {
 		return ids, fresh, nil
 	}

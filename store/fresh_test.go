@@ -111,9 +111,10 @@ func TestPushFindsPartitionsMadeElsewhere(t *testing.T) {
 	}
 }
 
-// A queue with more partitions than the store reads into its cache gets
-// its new ones the old way, in a transaction before the push's.
-func TestPushCreatesPartitionsOfABigQueueFirst(t *testing.T) {
+// A queue with more partitions than the store reads into its cache has
+// the names a push misses looked up first; the push makes those that are
+// new, in its own transaction, and pushes on the rows of those found.
+func TestPushCreatesPartitionsOfABigQueueAfterALookUp(t *testing.T) {
 	store.SetPreloadLimit(t, 2) // not parallel: a package variable
 	url := testURL(t)
 	var tripsA, tripsB roundTrips
@@ -122,10 +123,21 @@ func TestPushCreatesPartitionsOfABigQueueFirst(t *testing.T) {
 	b := openTraced(t, url, &tripsB)
 	pushTo(t, b, "q", "p0") // b finds q over the limit
 	tripsB.reset()
-	res := pushTo(t, b, "q", "p3")
-	require.Equal(t, int64(0), res[0].Offset)
-	require.Equal(t, int64(2), tripsB.batches.Load(), "the creation, then the push: %q", tripsB.sql)
+	res := pushTo(t, b, "q", "p1", "p3", "p1")
+	require.Equal(t, []int64{1, 0, 2}, []int64{res[0].Offset, res[1].Offset, res[2].Offset})
+	require.Equal(t, int64(1), tripsB.batches.Load(), "one transaction, which makes p3: %q", tripsB.sql)
+	require.Contains(t, tripsB.sql, store.PartitionsByNameSQL, "after a look-up of p1 and p3")
+	for _, q := range tripsB.sql {
+		require.NotContains(t, q, "INSERT", "nothing made before the push")
+	}
 	require.Equal(t, 1, partitionRows(t, b, "q", "p3"))
+	require.Equal(t, 1, partitionRows(t, b, "q", "p1"))
+
+	tripsB.reset()
+	res = pushTo(t, b, "q", "p1", "p3")
+	require.Equal(t, []int64{3, 1}, []int64{res[0].Offset, res[1].Offset})
+	require.Equal(t, int64(1), tripsB.batches.Load())
+	require.Zero(t, tripsB.statements.Load(), "both known now: %q", tripsB.sql)
 }
 
 // A group made while pushes create partitions reads every message of

@@ -274,21 +274,19 @@ func (s *Store) plan(ctx context.Context, reqs []domain.PushParams, accepted, fr
 }
 
 // placeIDs returns the ids of q's partitions names, creating the new ones
-// now, or with fresh, when all of q's partitions are known, reserving
-// their ids and adding them to p.fresh (once each: seen) for the push to
-// create.
+// now, or with fresh, reserving their ids and adding them to p.fresh (once
+// each: seen) for the push to create. A name is new when it is not in the
+// cache and q's partitions are all there (knownPartitions), or else when
+// PostgreSQL has no partition of that name (freshIDs).
 func (s *Store) placeIDs(ctx context.Context, q queueRow, names []string, fresh bool, p *pushPlan, seen map[int64]bool) (map[string]int64, error) {
-	if fresh {
-		known, err := s.knownPartitions(ctx, q)
-		if err != nil {
-			return nil, err
-		}
-		fresh = known
-	}
 	if !fresh {
 		return s.partitionIDs(ctx, q, names, true)
 	}
-	ids, made, err := s.freshIDs(ctx, q, names)
+	known, err := s.knownPartitions(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	ids, made, err := s.freshIDs(ctx, q, names, !known)
 	if err != nil {
 		return nil, err
 	}
