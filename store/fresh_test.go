@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"os"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -321,4 +322,70 @@ func TestPushesMakingOnePartitionTogether(t *testing.T) {
 	ms, err := st.Pop(ctx, domain.PopParams{Queue: q, Group: "g", Max: 10, Partition: "x", AutoAck: true})
 	require.NoError(t, err)
 	require.Equal(t, []string{"2", "3", "4"}, datas(ms))
+}
+
+// No partition outlives its queue, though no foreign key ties them
+// (migration 0016): a queue's delete takes its partitions, and a push
+// that makes partitions of a queue deleted under its cache, in its own
+// transaction or in one before it (a queue that deduplicates), makes
+// none in the deleted queue.
+func TestNoPartitionOutlivesItsQueue(t *testing.T) {
+	t.Parallel()
+	url := testURL(t)
+	var tripsA, tripsB roundTrips
+	a := openTraced(t, url, &tripsA)
+	b := openTraced(t, url, &tripsB)
+	ctx := ctxT(t)
+	orphans := func() int {
+		var n int
+		require.NoError(t, a.Pool().QueryRow(ctx, `SELECT count(*) FROM comb_partitions p
+			WHERE NOT EXISTS (SELECT 1 FROM comb_queues q WHERE q.id = p.queue_id)`).Scan(&n))
+		return n
+	}
+	for _, dedup := range []int64{0, 60} {
+		configure(t, a, "q", domain.ConfigPatch{DedupWindowS: i64(dedup)})
+		pushTo(t, a, "q", "old")
+		require.NoError(t, b.Delete(ctx, domain.Global("q")))
+		require.Zero(t, orphans(), "dedup %d: the delete took q's partitions", dedup)
+		req := []domain.PushParams{{Queue: domain.Global("q"), Messages: []domain.PushMessage{msg("new", "n1", "1")}}}
+		outs, err := a.Push(ctx, req)
+		require.NoError(t, err)
+		if dedup > 0 {
+			// The partitions' own transaction finds q gone and refuses
+			// the push; the store forgets q, and the next push makes it.
+			require.ErrorIs(t, outs[0].Err, domain.ErrNotFound)
+			require.Zero(t, orphans(), "dedup %d", dedup)
+			outs, err = a.Push(ctx, req)
+			require.NoError(t, err)
+		}
+		require.NoError(t, outs[0].Err)
+		require.Equal(t, int64(0), outs[0].Results[0].Offset, "dedup %d: in q made again", dedup)
+		require.Zero(t, orphans(), "dedup %d", dedup)
+		require.Equal(t, 1, partitionRows(t, a, "q", "new"))
+		require.NoError(t, a.Delete(ctx, domain.Global("q")))
+	}
+}
+
+// Migration 0016's down file puts the foreign key back over the rows the
+// trigger kept tidy, and a queue's delete still takes its partitions.
+func TestPartitionsWithoutFKDownMigration(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx := ctxT(t)
+	pushTo(t, st, "q", "a", "b")
+	pushTo(t, st, "r", "a")
+	down, err := os.ReadFile("migrations/0016_partitions_without_fk.down.sql")
+	require.NoError(t, err)
+	tx, err := st.Pool().Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, string(down))
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `DELETE FROM comb_queues WHERE name = 'q'`)
+	require.NoError(t, err)
+	var n int
+	require.NoError(t, tx.QueryRow(ctx, `SELECT count(*) FROM comb_partitions`).Scan(&n))
+	require.Equal(t, 1, n, "r's, by the cascade again")
+	_, err = tx.Exec(ctx, `INSERT INTO comb_partitions (queue_id, name) VALUES (-1, 'x')`)
+	require.Error(t, err, "the key checks a partition's queue again")
 }

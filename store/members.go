@@ -126,8 +126,8 @@ func (s *Store) createPartitions(ctx context.Context, q queueRow, names []string
 		if tag, err := br.Exec(); err != nil {
 			return err
 		} else if tag.RowsAffected() == 0 {
-			// The insert fails on the foreign key; the transaction is
-			// left aborted, and the connection with it.
+			// The insert makes nothing; the rest of the batch runs, and
+			// commits nothing.
 			gone = true
 			return nil
 		}
@@ -162,9 +162,11 @@ func lockQueueSQL(mode string) string { return `SELECT 1 FROM comb_queues WHERE 
 
 const (
 	// insertPartitionsSQL creates queue $1's partitions $2 that do not
-	// exist (createPartitions).
+	// exist (createPartitions), if the queue is still there: no foreign
+	// key checks it (migration 0016).
 	insertPartitionsSQL = `
-		INSERT INTO comb_partitions (queue_id, name) SELECT $1, unnest($2::text[])
+		INSERT INTO comb_partitions (queue_id, name)
+		SELECT $1, unnest($2::text[]) WHERE EXISTS (SELECT 1 FROM comb_queues WHERE id = $1)
 		ON CONFLICT (queue_id, name) DO NOTHING`
 	// partitionsByNameSQL reads the ids of queue $1's partitions $2.
 	partitionsByNameSQL = `SELECT name, id FROM comb_partitions WHERE queue_id = $1 AND name = ANY($2)`

@@ -367,7 +367,10 @@ func (s *Store) Delete(ctx context.Context, ref domain.QueueRef) error {
 			return err
 		}
 		// Segments, cursors, ready rows and holds carry no foreign key (it would cost a
-		// lookup on every push and pop), so they go explicitly.
+		// lookup on every push and pop), so they go explicitly; partitions go with
+		// the queue's row (a trigger, migration 0016). Taking the row FOR UPDATE
+		// first waits for every push making partitions, which holds it FOR KEY
+		// SHARE, and keeps out those after.
 		if _, err := tx.Exec(ctx, `DELETE FROM comb_segments WHERE partition_id IN (SELECT id FROM comb_partitions WHERE queue_id = $1)`, id); err != nil {
 			return err
 		}
