@@ -12,7 +12,7 @@
 // database's size and, with -broker-pid, the broker's RSS; with
 // -postgres-url also the cursor rows at the end and the ready set's rows
 // when the timed pops start. -groups N makes N groups before the
-// partitions.
+// partitions; -pushers N creates them with N pushes in flight.
 package main
 
 import (
@@ -26,6 +26,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
+	"golang.org/x/sync/errgroup"
 
 	comb "github.com/combmq/comb/clients/go"
 	"github.com/combmq/comb/internal/procstat"
@@ -40,6 +41,7 @@ func main() {
 	brokerPID := flag.Int("broker-pid", 0, "the broker's process, for its RSS (optional)")
 	settle := flag.Duration("settle", 0, "wait this long after the last push before the timed pops (the sweeper trims the ready set meanwhile)")
 	groups := flag.Int("groups", 0, "consumer groups made (from the start) before the partitions, which never pop again")
+	pushers := flag.Int("pushers", 1, "pushes in flight at once while the partitions are created")
 	flag.Parse()
 	ctx := context.Background()
 	nc, err := nats.Connect(*natsURL)
@@ -78,15 +80,22 @@ func main() {
 		}
 	}
 
-	// Every partition, one message each, 10,000 a push.
+	// Every partition, one message each, 10,000 a push, -pushers pushes
+	// at a time.
 	all := make([]int, *parts)
 	for i := range all {
 		all[i] = i
 	}
 	start := time.Now()
-	push(all)
+	var g errgroup.Group
+	g.SetLimit(*pushers)
+	for from := 0; from < len(all); from += 10000 {
+		chunk := all[from:min(from+10000, len(all))]
+		g.Go(func() error { push(chunk); return nil })
+	}
+	_ = g.Wait()
 	created := time.Since(start)
-	fmt.Fprintf(os.Stderr, "created %d partitions in %s\n", *parts, created.Round(time.Millisecond))
+	fmt.Fprintf(os.Stderr, "created %d partitions in %s (%d pushers)\n", *parts, created.Round(time.Millisecond), *pushers)
 
 	// A new group's first pop, placed after everything: it makes the
 	// group's cursors and finds nothing.
