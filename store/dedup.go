@@ -584,7 +584,7 @@ func (s *Store) writeDedup(ctx context.Context, db writer, p *pushPlan) error {
 		}
 	}
 	b = &pgx.Batch{}
-	read := p.queueWrite(b, false) // it makes no partition
+	read := p.queueWrite(b, nil) // it makes no partition
 	for _, pid := range dpids {
 		if st := sets[pid]; st != nil {
 			b.Queue(insertDedupSetSQL, pid, st.base, p.queue[pid], st.ids, st.rels)

@@ -212,7 +212,7 @@ const (
 	// them ($4 messages, $5 bytes) already counted, and puts those it
 	// stores in into the ready set, as allocOffsetsSQL does for the others:
 	// a row the push made is not updated again (lockPartitionsSQL and
-	// allocOffsetsSQL pass over it, by its xmin). Updating it was half of
+	// allocOffsetsSQL pass over it: notMadeHere). Updating it was half of
 	// the push's time in PostgreSQL when it created 10,000 partitions (an
 	// UPDATE moving low_created_at, so not HOT: three more index entries a
 	// row). It returns the ids it made: a partition that another push of
@@ -243,6 +243,15 @@ const (
 		ON CONFLICT DO NOTHING`
 )
 
+// freshPids returns the ids of the plan's fresh partitions.
+func (p *pushPlan) freshPids() []int64 {
+	ids := make([]int64, len(p.fresh))
+	for i, f := range p.fresh {
+		ids[i] = f.id
+	}
+	return ids
+}
+
 // queueFresh queues the creation of the plan's fresh partitions, if any,
 // each with what the push stores in it, and returns a function that reads
 // its results: a segment in a partition the push made starts at offset 0.
@@ -250,14 +259,14 @@ func (p *pushPlan) queueFresh(b *pgx.Batch) func(br pgx.BatchResults) error {
 	if len(p.fresh) == 0 {
 		return func(pgx.BatchResults) error { return nil }
 	}
-	ids := make([]int64, len(p.fresh))
+	ids := p.freshPids()
 	qids := make([]int64, len(p.fresh))
 	names := make([]string, len(p.fresh))
 	ns := make([]int64, len(p.fresh))
 	bs := make([]int64, len(p.fresh))
 	var queues []int64
 	for i, f := range p.fresh {
-		ids[i], qids[i], names[i] = f.id, f.queue, f.name
+		qids[i], names[i] = f.queue, f.name
 		if seg := p.segs[f.id]; seg != nil {
 			ns[i], bs[i] = seg.n, seg.bytes
 		}

@@ -1,7 +1,6 @@
 package store_test
 
 import (
-	"os"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -332,9 +331,8 @@ func TestPushesMakingOnePartitionTogether(t *testing.T) {
 func TestNoPartitionOutlivesItsQueue(t *testing.T) {
 	t.Parallel()
 	url := testURL(t)
-	var tripsA, tripsB roundTrips
-	a := openTraced(t, url, &tripsA)
-	b := openTraced(t, url, &tripsB)
+	a := openTraced(t, url, &roundTrips{})
+	b := openTraced(t, url, &roundTrips{})
 	ctx := ctxT(t)
 	orphans := func() int {
 		var n int
@@ -374,14 +372,8 @@ func TestPartitionsWithoutFKDownMigration(t *testing.T) {
 	ctx := ctxT(t)
 	pushTo(t, st, "q", "a", "b")
 	pushTo(t, st, "r", "a")
-	down, err := os.ReadFile("migrations/0016_partitions_without_fk.down.sql")
-	require.NoError(t, err)
-	tx, err := st.Pool().Begin(ctx)
-	require.NoError(t, err)
-	defer func() { _ = tx.Rollback(ctx) }()
-	_, err = tx.Exec(ctx, string(down))
-	require.NoError(t, err)
-	_, err = tx.Exec(ctx, `DELETE FROM comb_queues WHERE name = 'q'`)
+	tx := downMigrated(t, st, "0016_partitions_without_fk.down.sql")
+	_, err := tx.Exec(ctx, `DELETE FROM comb_queues WHERE name = 'q'`)
 	require.NoError(t, err)
 	var n int
 	require.NoError(t, tx.QueryRow(ctx, `SELECT count(*) FROM comb_partitions`).Scan(&n))

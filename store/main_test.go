@@ -2,9 +2,11 @@ package store_test
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -25,4 +27,19 @@ func newStore(t testing.TB) *store.Store {
 	t.Cleanup(st.Close)
 	require.NoError(t, st.Migrate(ctx))
 	return st
+}
+
+// downMigrated runs migration file's down file in a transaction of st's
+// that it returns, rolled back when the test ends.
+func downMigrated(t *testing.T, st *store.Store, file string) pgx.Tx {
+	t.Helper()
+	ctx := ctxT(t)
+	down, err := os.ReadFile("migrations/" + file)
+	require.NoError(t, err)
+	tx, err := st.Pool().Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	_, err = tx.Exec(ctx, string(down))
+	require.NoError(t, err)
+	return tx
 }

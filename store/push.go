@@ -427,24 +427,24 @@ func (p *pushPlan) segmentArrays() (pids, ns, bs []int64, payloads segmentPayloa
 }
 
 // notMadeHere(n) is true of a partition row p unless the push's own
-// transaction made it (insertFreshSQL): when parameter $n says the push
-// made partitions, a row whose version is this transaction's. In such a
-// push (no caller's transaction, no savepoint) nothing else writes a
-// partition row before its lock, so those rows are the ones it made; a
-// push in a comb.txn or a drain makes none, and a row updated earlier in
-// its transaction is not mistaken for a new one. (A test of the fresh ids,
-// p.id = ANY($n), read the whole array for every row: 100 million
-// comparisons for a push making 10,000 partitions.)
+// transaction made it (insertFreshSQL): its version is this transaction's,
+// and its id is among the push's fresh ones, parameter $n. The version
+// alone is not enough: a push in a comb.txn may update a row its
+// transaction updated before, and a frozen row keeps the xid that wrote
+// it, which comes round again after 2^32 transactions. The ids are read
+// only for rows of this transaction, through a hash: p.id = ANY($n) read
+// the whole array for every row, 100 million comparisons for a push making
+// 10,000 partitions.
 func notMadeHere(n int) string {
-	return `($` + strconv.Itoa(n) + `::bool AND p.xmin = pg_current_xact_id()::xid) IS NOT TRUE`
+	return `(p.xmin = pg_current_xact_id()::xid AND p.id IN (SELECT unnest($` + strconv.Itoa(n) + `::bigint[]))) IS NOT TRUE`
 }
 
 var (
-	// lockPartitionsSQL locks partitions $1 but those the push made (with
-	// $2).
+	// lockPartitionsSQL locks partitions $1 but those the push made, of
+	// its fresh ones $2.
 	lockPartitionsSQL = `SELECT id FROM comb_partitions p WHERE id = ANY($1) AND ` + notMadeHere(2) + ` ORDER BY id FOR UPDATE`
 	// allocOffsetsSQL allocates the offsets of partitions $1 but those the
-	// push made (with $4), which insertFreshSQL counted as it made them. It also
+	// push made, of its fresh ones $4, which insertFreshSQL counted as it made them. It also
 	// starts a partition's low_created_at when it
 	// retained nothing (see the sweeper's retentionCandidatesSQL), and
 	// puts the partitions in the ready set (ready.go), each by its row for
@@ -515,7 +515,7 @@ func (p *pushPlan) holdArrays() (pids, backs, delays []int64, nbs []*time.Time) 
 
 // queueWrite queues the statements that allocate offsets and write the
 // segments (and holds), and returns a function that reads their results.
-func (p *pushPlan) queueWrite(b *pgx.Batch, fresh bool) func(br pgx.BatchResults) error {
+func (p *pushPlan) queueWrite(b *pgx.Batch, fresh []int64) func(br pgx.BatchResults) error {
 	pids, ns, bs, payloads, hot := p.segmentArrays()
 	if len(pids) == 0 {
 		return func(pgx.BatchResults) error { return nil }
@@ -570,7 +570,7 @@ func (s *Store) writeSimple(ctx context.Context, db writer, p *pushPlan) error {
 		b.Queue(keyedPlansSQL)
 	}
 	readFresh := p.queueFresh(b)
-	fresh := len(p.fresh) > 0
+	fresh := p.freshPids()
 	b.Queue(lockPartitionsSQL, p.pids, fresh)
 	read := p.queueWrite(b, fresh)
 	readOffers := p.queueOffers(b)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -560,13 +559,7 @@ func TestReadyByGroupDownMigration(t *testing.T) {
 	pushN(t, st, "down", "x", 1, 1)
 	// x: rows of a, b and the push; y and z: rows of a and b.
 	require.Equal(t, 7, count(t, st, `SELECT count(*) FROM comb_ready`))
-	down, err := os.ReadFile("migrations/0014_ready_by_group.down.sql")
-	require.NoError(t, err)
-	tx, err := st.Pool().Begin(ctx)
-	require.NoError(t, err)
-	defer func() { _ = tx.Rollback(ctx) }()
-	_, err = tx.Exec(ctx, string(down))
-	require.NoError(t, err)
+	tx := downMigrated(t, st, "0014_ready_by_group.down.sql")
 	var n int
 	require.NoError(t, tx.QueryRow(ctx, `SELECT count(DISTINCT partition_id) FROM comb_ready`).Scan(&n))
 	require.Equal(t, 3, n)
