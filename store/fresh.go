@@ -218,6 +218,14 @@ const (
 	// row). It returns the ids it made: a partition that another push of
 	// this store made meanwhile under the same reserved id is updated like
 	// any other.
+	//
+	// A queue with no group gets no ready row for its new partitions: the
+	// sweeper would only delete it again (no group is behind), and the
+	// group made later puts the partitions it starts short of the end in
+	// the ready set itself (makeGroup, markReadySQL). The queue row's lock,
+	// FOR KEY SHARE since lockFreshQueuesSQL, orders the two: a group made
+	// before it is seen here, and one made after it waits for this push to
+	// commit and then sees its partitions.
 	insertFreshSQL = `
 		WITH i AS (
 		    INSERT INTO comb_partitions (id, queue_id, name, next_offset, retained_bytes, low_created_at)
@@ -229,7 +237,9 @@ const (
 		    RETURNING id, queue_id, next_offset
 		), r AS (
 		    INSERT INTO comb_ready (partition_id, group_name, queue_id)
-		    SELECT id, ` + anyGroup + `, queue_id FROM i WHERE next_offset > 0 ORDER BY id
+		    SELECT id, ` + anyGroup + `, queue_id FROM i
+		    WHERE next_offset > 0 AND EXISTS (SELECT 1 FROM comb_groups g WHERE g.queue_id = i.queue_id)
+		    ORDER BY id
 		    ON CONFLICT (partition_id, group_name) DO NOTHING
 		)
 		SELECT id FROM i`

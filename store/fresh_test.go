@@ -219,6 +219,7 @@ func TestPushCountsWhatItStoresInPartitionsItMakes(t *testing.T) {
 	st := newStore(t)
 	ctx := ctxT(t)
 	configure(t, st, "q", domain.ConfigPatch{MaxMessages: i64(4)})
+	newGroup(t, st, "q", "early", domain.Start{Kind: domain.StartNew})
 	pushTo(t, st, "q", "seen") // q's partitions are read: new ones are made by pushes
 	q := domain.Global("q")
 	first := []domain.PushMessage{msg("a", "", "11"), msg("a", "", "2"), msg("b", "", "333")}
@@ -259,9 +260,36 @@ func TestPushCountsWhatItStoresInPartitionsItMakes(t *testing.T) {
 	configure(t, st, "q", domain.ConfigPatch{MaxMessages: i64(10)})
 	require.Equal(t, []int64{2}, pushN(t, st, "q", "a", 5, 1), "then pushed to like any other")
 	require.Equal(t, []int64{0}, pushN(t, st, "q", "c", 6, 1))
-	ms, err := st.Pop(ctx, domain.PopParams{Queue: q, Group: "g", Max: 10, Partitions: 10, AutoAck: true})
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: q, Group: "early", Max: 10, Partitions: 10, AutoAck: true})
 	require.NoError(t, err)
 	require.ElementsMatch(t, []string{"1", "11", "2", "5", "333", "6"}, datas(ms))
+}
+
+// The partitions a push makes in a queue with no group get no ready row,
+// which the sweeper would only delete: a group made later finds their
+// messages by the rows it writes itself, from where it starts.
+func TestPartitionsOfAQueueWithoutGroupsAreNotMarkedReady(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx := ctxT(t)
+	pushTo(t, st, "q", "a", "b")
+	require.Zero(t, count(t, st, `SELECT count(*) FROM comb_ready`))
+	q := domain.Global("q")
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: q, Group: "all", Max: 10, Partitions: 10, AutoAck: true})
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"1", "1"}, datas(ms), "a group from the oldest message reads both")
+	newGroup(t, st, "q", "new", domain.Start{Kind: domain.StartNew})
+	pushTo(t, st, "q", "a", "c") // c is new, and q has groups now
+	require.Equal(t, 2, count(t, st, `SELECT count(*) FROM comb_ready WHERE group_name = ''`), "a's and c's")
+	var got []string
+	for range 5 {
+		ms, err = st.Pop(ctx, domain.PopParams{Queue: q, Group: "new", Max: 10, Partitions: 10, AutoAck: true})
+		require.NoError(t, err)
+		for _, m := range ms {
+			got = append(got, m.Partition)
+		}
+	}
+	require.ElementsMatch(t, []string{"a", "c"}, got, "a's second message and c's")
 }
 
 // Two pushes of one store that make the same partition at the same moment

@@ -321,9 +321,11 @@ func TestTrimReadySet(t *testing.T) {
 	t.Parallel()
 	st := newStore(t)
 	ctx := ctxT(t)
+	gone := groupWhilePushing(t, st, "q")
 	for _, p := range []string{"a", "b", "c"} {
 		pushN(t, st, "q", p, 0, 2)
 	}
+	gone()
 	// A partition without any group's cursor short of its end is caught
 	// up: with no group at all, every row goes.
 	require.Equal(t, int64(3), trimmedAll(t, st))
@@ -397,9 +399,11 @@ func TestTrimReadySetWindows(t *testing.T) {
 	store.SetReadyWindow(t, 8)
 	st := newStore(t)
 	ctx := ctxT(t)
+	gone := groupWhilePushing(t, st, "q")
 	for i := range 30 {
 		pushN(t, st, "q", fmt.Sprintf("p%02d", i), 0, 1)
 	}
+	gone()
 	// Nothing reads them: every window is stale, and one sweepAll goes
 	// through all four back to back.
 	require.Equal(t, int64(30), trimmedAll(t, st))
@@ -459,9 +463,11 @@ func TestSweepVacuumsTheReadySet(t *testing.T) {
 		return n
 	}
 	before := vacuums()
+	gone := groupWhilePushing(t, st, "q")
 	for i := range 3 {
 		pushN(t, st, "q", fmt.Sprintf("p%d", i), 0, 1)
 	}
+	gone()
 	n, vacuumed := sweepAll(t, st)
 	require.Equal(t, int64(3), n)
 	require.False(t, vacuumed, "3 rows trimmed, under the threshold")
@@ -480,9 +486,11 @@ func TestSweeperForgetsDeletedPartitions(t *testing.T) {
 	t.Parallel()
 	st := newStore(t)
 	ctx := ctxT(t)
+	gone := groupWhilePushing(t, st, "gone")
 	for i := range 5 {
 		pushN(t, st, "gone", fmt.Sprintf("p%d", i), 0, 1)
 	}
+	gone()
 	_, err := st.Sweep(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 5, st.ReadySeen(), "seen once, caught up (no group)")
@@ -657,4 +665,19 @@ func TestSweepReportsAnIdleReadyWindow(t *testing.T) {
 	require.False(t, s.ReadyIdle, "rows of a caught-up group to trim")
 	sweepAll(t, st)
 	require.Zero(t, count(t, st, `SELECT count(*) FROM comb_ready`))
+}
+
+// groupWhilePushing makes a group of queue that starts at the end, and
+// returns a func that deletes it: the pushes in between put the partitions
+// they make in the ready set (a queue with no group gets no ready row for
+// them, insertFreshSQL), and once the group is gone no group is behind
+// anywhere, so the sweeper trims every row.
+func groupWhilePushing(t *testing.T, st *store.Store, queue string) func() {
+	t.Helper()
+	configure(t, st, queue, domain.ConfigPatch{}) // makes it
+	newGroup(t, st, queue, "while-pushing", domain.Start{Kind: domain.StartNew})
+	return func() {
+		t.Helper()
+		require.NoError(t, st.DeleteGroup(ctxT(t), domain.Global(queue), "while-pushing"))
+	}
 }
