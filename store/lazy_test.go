@@ -318,3 +318,23 @@ func TestLazyCursorsDownMigration(t *testing.T) {
 	require.Equal(t, []int64{2, 0, 0}, committed)
 	require.Zero(t, count(t, st, `SELECT count(*) FROM comb_cursors WHERE group_name = 'n' AND committed <> 2`))
 }
+
+// A group that starts at the end marks no partition ready, and reads no
+// partition to find that out: it writes only its cursors.
+func TestGroupFromTheEndMarksNothingReady(t *testing.T) {
+	t.Parallel()
+	var trips roundTrips
+	st := openTraced(t, testURL(t), &trips)
+	pushTo(t, st, "q", "a", "b")
+	trips.reset()
+	newGroup(t, st, "q", "new", domain.Start{Kind: domain.StartNew})
+	for _, q := range trips.sql {
+		require.NotContains(t, q, "INSERT INTO comb_ready", "no ready row to look for")
+	}
+	require.Zero(t, count(t, st, `SELECT count(*) FROM comb_ready WHERE group_name = 'new'`))
+	pushTo(t, st, "q", "a")
+	ms, err := st.Pop(ctxT(t), domain.PopParams{Queue: domain.Global("q"), Group: "new", Max: 10, Partitions: 10, AutoAck: true})
+	require.NoError(t, err)
+	require.Len(t, ms, 1, "the message pushed after it, only")
+	require.Equal(t, int64(1), ms[0].Offset)
+}

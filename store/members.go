@@ -241,9 +241,13 @@ func (s *Store) makeGroup(ctx context.Context, q queueRow, group string, from do
 			return err // exists already: its cursors were made with it
 		}
 		// The partitions where the group starts short of the end join the
-		// ready set first (its rows before cursors, see ready.go).
-		if _, err := tx.Exec(ctx, markReadySQL(start, ""), args...); err != nil {
-			return err
+		// ready set first (its rows before cursors, see ready.go). A group
+		// that starts at the end starts short of it nowhere: reading every
+		// partition to find none took 0.38 s at 300,000 of them.
+		if from.Kind != domain.StartNew {
+			if _, err := tx.Exec(ctx, markReadySQL(start, ""), args...); err != nil {
+				return err
+			}
 		}
 		if from.Kind == domain.StartAll {
 			return nil // where every missing cursor is
