@@ -124,19 +124,14 @@ func (s *Store) freshIDs(ctx context.Context, q queueRow, names []string, lookup
 	}
 	s.mu.Unlock()
 	if lookup && len(missing) > 0 {
-		found, err := s.lookupPartitions(ctx, q, missing)
+		found, err := s.partitionIDs(ctx, q, missing, false) // caches what it finds
 		if err != nil {
 			return nil, nil, err
 		}
-		if len(found) > 0 {
-			s.mu.Lock()
-			for n, id := range found {
-				s.parts[partKey{q.ID, n}] = id
-				ids[n] = id
-			}
-			s.mu.Unlock()
-			missing = slices.DeleteFunc(missing, func(n string) bool { _, ok := found[n]; return ok })
+		for n, id := range found {
+			ids[n] = id
 		}
+		missing = slices.DeleteFunc(missing, func(n string) bool { _, ok := found[n]; return ok })
 	}
 	if len(missing) == 0 {
 		return ids, fresh, nil

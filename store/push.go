@@ -444,8 +444,8 @@ var (
 	// its fresh ones $2.
 	lockPartitionsSQL = `SELECT id FROM comb_partitions p WHERE id = ANY($1) AND ` + notMadeHere(2) + ` ORDER BY id FOR UPDATE`
 	// allocOffsetsSQL allocates the offsets of partitions $1 but those the
-	// push made, of its fresh ones $4, which insertFreshSQL counted as it made them. It also
-	// starts a partition's low_created_at when it
+	// push made, of its fresh ones $4, which insertFreshSQL counted as it
+	// made them. It also starts a partition's low_created_at when it
 	// retained nothing (see the sweeper's retentionCandidatesSQL), and
 	// puts the partitions in the ready set (ready.go), each by its row for
 	// any group (the sweeper spreads it to the groups), while it holds
