@@ -39,10 +39,13 @@ func (p *popper) ackWakes(queue domain.QueueRef, partition string, r domain.AckR
 	return r.OK && (r.More || r.Freed && p.log.namedSince(queue, partition, began))
 }
 
-// ackJob is one ack request waiting for an ack worker.
+// ackJob is one ack request waiting for an ack worker: an ack's, or the
+// acks a pop carries (then is set: the pop goes on with their outcome, and
+// answers its call itself).
 type ackJob struct {
 	call *call
 	req  domain.AckParams
+	then func(domain.AckOutcome)
 }
 
 // prepareAck is the first half of an ack's handler (see stagedHandler).
@@ -153,6 +156,10 @@ func (b *Bridge) flushAck(batch []*ackJob) {
 		b.obs.AckTx(took, reqs, outs)
 	}
 	for i, j := range batch {
+		if j.then != nil {
+			j.then(outs[i])
+			continue
+		}
 		if outs[i].Err != nil {
 			b.respondError(j.call, outs[i].Err)
 		} else {

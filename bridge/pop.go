@@ -39,6 +39,9 @@ type popJob struct {
 	// admitted marks a pop that the gate let in from its group's line
 	// (popgate.go): it holds its place there already.
 	admitted bool
+	// acks is the end of the reply when the pop carried acks: their
+	// results (wire.PopAcks), settled before the pop ran.
+	acks []byte
 	// ns marks a namespace pop (protocol.VerbNamespacePop). Its
 	// req.Queue.Name is then the namespace and its dot, "billing.": no
 	// queue's name ends in a dot, so the key of its waiters in
@@ -266,7 +269,43 @@ func (b *Bridge) startPop(t *tenant, req micro.Request, ns bool) {
 	if p.Wait > 0 {
 		job.deadline = time.Now().Add(p.Wait)
 	}
-	b.pops.ch <- job // never blocks: see popper
+	if len(p.Acks) == 0 {
+		b.pops.ch <- job // never blocks: see popper
+		return
+	}
+	// The acks first, with the ack requests of the moment (ackWorker);
+	// then the pop, which may find what they freed.
+	acks := &ackJob{call: c, req: domain.AckParams{Queue: queue, Group: job.req.Group, Acks: p.Acks},
+		then: func(out domain.AckOutcome) { b.pops.acked(job, out, len(p.Acks)) }}
+	select {
+	case b.ackCh <- acks:
+	default:
+		b.pops.count.Add(-1)
+		if p.Wait > 0 {
+			t.quota.longPollDone()
+		}
+		b.overloaded(req, c)
+	}
+}
+
+// acked goes on with a pop whose n acks were settled (out): it answers an
+// error, or runs the pop, whose reply ends with the acks' results.
+func (p *popper) acked(job *popJob, out domain.AckOutcome, n int) {
+	if out.Err == nil && len(out.Results) != n {
+		out.Err = errResultCount
+	}
+	if out.Err != nil {
+		if !job.deadline.IsZero() {
+			job.call.t.quota.longPollDone()
+		}
+		p.count.Add(-1)
+		p.b.respondError(job.call, out.Err)
+		p.b.finish(job.call)
+		return
+	}
+	job.acks = wire.PopAcks(out.Results)
+	job.req.MaxBytes -= len(job.acks)
+	p.ch <- job // never blocks: see popper
 }
 
 func (p *popper) worker() {
@@ -757,7 +796,8 @@ const maxPooledReply = 4 << 20
 func (p *popper) reply(job *popJob, msgs []domain.Message) {
 	limit := int(p.b.nc.MaxPayload())
 	buf := replyPool.Get().(*[]byte)
-	data, n := wire.AppendPopReply((*buf)[:0], msgs, limit)
+	data, n := wire.AppendPopReply((*buf)[:0], msgs, limit-len(job.acks))
+	data = wire.AppendPopAcks(data, job.acks)
 	defer func() {
 		// Publish copied the reply into the connection's buffer.
 		if cap(data) <= maxPooledReply {

@@ -90,11 +90,18 @@ type PopRequest struct {
 	LeaseMS    int64  `json:"lease_ms,omitempty"`   // 0 (the queue's) or MinLeaseMS..MaxLeaseMS
 	AutoAck    bool   `json:"auto_ack,omitempty"`
 	From       string `json:"from,omitempty"` // FromAll, FromNew or an RFC 3339 time
+	// Acks, on a queue's pop only, settles earlier leases of Group before
+	// the pop looks for messages, as an AckRequest of Group would: one
+	// request where a consumer would send an ack and then a pop. At most
+	// MaxAcks.
+	Acks []Ack `json:"acks,omitempty"`
 }
 
-// PopReply is the reply of a pop: the messages leased, in partition order.
+// PopReply is the reply of a pop: the messages leased, in partition order,
+// and, when the request carried acks, one result per ack, in order.
 type PopReply struct {
-	Messages []Delivery `json:"messages"`
+	Messages []Delivery  `json:"messages"`
+	Acks     []AckResult `json:"acks,omitempty"`
 }
 
 // Delivery is one delivered message. It carries Data when the message's

@@ -175,6 +175,8 @@ type Pop struct {
 	Params domain.PopParams
 	// Wait is how long to long-poll when nothing is ready.
 	Wait time.Duration
+	// Acks are the acks of Params.Group the pop settles first, if any.
+	Acks []domain.Ack
 }
 
 // DecodePop decodes and checks a pop body (protocol.PopRequest); every
@@ -186,7 +188,7 @@ type Pop struct {
 // group or partition given as "" means the default.
 func DecodePop(body []byte) (Pop, error) {
 	var req protocol.PopRequest
-	if err := decodeObject(body, &req); err != nil {
+	if err := decodeWithAcks(body, &req); err != nil {
 		return Pop{}, err
 	}
 	p := Pop{Params: domain.PopParams{
@@ -235,7 +237,45 @@ func DecodePop(body []byte) (Pop, error) {
 		return Pop{}, err
 	}
 	p.Params.From = from
+	if p.Acks, err = checkAcks(req.Acks); err != nil {
+		return Pop{}, err
+	}
 	return p, nil
+}
+
+// decodeWithAcks decodes the body of a request with an "acks" array (an
+// ack's, a pop's) into v; an error in one of the acks names it, acks[i].
+func decodeWithAcks(body []byte, v any) error {
+	err := decodeObject(body, v)
+	if err == nil {
+		return nil
+	}
+	if we, _ := protocol.AsError(err); we != nil && !isSyntax(we) {
+		if located := decodeElements(body, "acks", func() any { return new(protocol.Ack) }); located != nil {
+			return located
+		}
+	}
+	return err
+}
+
+// checkAcks checks the acks of a request that may carry none (a pop's),
+// as DecodeAck checks its own.
+func checkAcks(acks []protocol.Ack) ([]domain.Ack, error) {
+	if len(acks) == 0 {
+		return nil, nil
+	}
+	if len(acks) > protocol.MaxAcks {
+		return nil, protocol.Errorf(protocol.CodeTooLarge, "acks: %d acks, at most %d per request", len(acks), protocol.MaxAcks)
+	}
+	out := make([]domain.Ack, len(acks))
+	for i, a := range acks {
+		ack, err := checkAck(i, a)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = ack
+	}
+	return out, nil
 }
 
 // DecodeNamespacePop decodes and checks the body of a namespace pop
@@ -248,6 +288,9 @@ func DecodeNamespacePop(body []byte) (Pop, error) {
 	}
 	if p.Params.Partition != "" {
 		return Pop{}, badRequest("partition: not allowed in a namespace pop; pop the queue itself to name a partition")
+	}
+	if len(p.Acks) > 0 {
+		return Pop{}, badRequest("acks: not allowed in a namespace pop; ack on each message's queue")
 	}
 	return p, nil
 }
@@ -303,12 +346,7 @@ var ackStatuses = map[string]domain.AckStatus{
 // MaxAckErrorBytes) only for failed and dead; elsewhere each is a 400.
 func DecodeAck(body []byte) (string, []domain.Ack, error) {
 	var req protocol.AckRequest
-	if err := decodeObject(body, &req); err != nil {
-		if we, _ := protocol.AsError(err); we != nil && !isSyntax(we) {
-			if located := decodeElements(body, "acks", func() any { return new(protocol.Ack) }); located != nil {
-				return "", nil, located
-			}
-		}
+	if err := decodeWithAcks(body, &req); err != nil {
 		return "", nil, err
 	}
 	group := protocol.DefaultGroup
@@ -321,16 +359,9 @@ func DecodeAck(body []byte) (string, []domain.Ack, error) {
 	if len(req.Acks) == 0 {
 		return "", nil, badRequest("acks: at least one ack is required")
 	}
-	if len(req.Acks) > protocol.MaxAcks {
-		return "", nil, protocol.Errorf(protocol.CodeTooLarge, "acks: %d acks, at most %d per request", len(req.Acks), protocol.MaxAcks)
-	}
-	out := make([]domain.Ack, len(req.Acks))
-	for i, a := range req.Acks {
-		ack, err := checkAck(i, a)
-		if err != nil {
-			return "", nil, err
-		}
-		out[i] = ack
+	out, err := checkAcks(req.Acks)
+	if err != nil {
+		return "", nil, err
 	}
 	return group, out, nil
 }

@@ -203,7 +203,26 @@ func TestDecodePop(t *testing.T) {
 	require.True(t, p.Params.From.Time.Equal(time.Date(2026, 11, 30, 9, 0, 0, 5e8, time.UTC)))
 	require.Equal(t, 1000, p.Params.Partitions)
 
+	// Acks ride along, checked as an ack request's are.
+	p, err = DecodePop([]byte(`{"group":"g","acks":[{"partition":"eu","offset":17,"lease":"l-9f2c"},
+		{"offset":3,"lease":"l-1","status":"failed","delay_ms":10,"error":"timeout"}]}`))
+	require.NoError(t, err)
+	ten := int64(10)
+	require.Equal(t, []domain.Ack{
+		{Partition: "eu", Offset: 17, Lease: "l-9f2c", Status: domain.AckCompleted},
+		{Partition: "default", Offset: 3, Lease: "l-1", Status: domain.AckFailed, DelayMS: &ten, Error: "timeout"},
+	}, p.Acks)
+	p, err = DecodePop([]byte(`{"acks":[]}`))
+	require.NoError(t, err)
+	require.Nil(t, p.Acks)
+	_, err = DecodeNamespacePop([]byte(`{"acks":[{"offset":0,"lease":"l"}]}`))
+	requireWireError(t, err, 400, "acks: not allowed in a namespace pop")
+
 	bad := map[string]string{
+		`{"acks":[{"lease":"l"}]}`:                           "acks[0].offset: required",
+		`{"acks":[{"offset":0,"lease":"l"},{"offset":"1"}]}`: "acks[1].offset",
+		`{"acks":[{"offset":0,"lease":"l","status":"x"}]}`:   "acks[0].status: unknown status",
+		`{"acks":[{"offset":0,"lease":"l","delay_ms":5}]}`:   "acks[0].delay_ms: only with status retry or failed",
 		`{"max":0}`:                         "max: 0 is out of range 1..10000",
 		`{"max":10001}`:                     "max: 10001 is out of range",
 		`{"max":1.5}`:                       "max: expected an integer, got number 1.5",

@@ -212,7 +212,34 @@ func PushReply(results []domain.PushResult) []byte {
 // AckReply returns an ack reply, {"results":[{"ok":true},{"ok":false,"error":"…"}]}.
 func AckReply(results []domain.AckResult) []byte {
 	b := make([]byte, 0, 16+16*len(results))
-	b = append(b, `{"results":[`...)
+	b = append(b, `{"results":`...)
+	b = appendAckResults(b, results)
+	return append(b, '}')
+}
+
+// PopAcks returns the member a pop reply ends with when its request
+// carried acks, `,"acks":[{"ok":true},…]`: place it before the reply's
+// closing brace (AppendPopAcks).
+func PopAcks(results []domain.AckResult) []byte {
+	b := make([]byte, 0, 16+16*len(results))
+	b = append(b, `,"acks":`...)
+	return appendAckResults(b, results)
+}
+
+// AppendPopAcks puts acks (PopAcks) into a pop reply, before its closing
+// brace.
+func AppendPopAcks(reply, acks []byte) []byte {
+	if len(acks) == 0 || len(reply) == 0 {
+		return reply
+	}
+	reply = append(reply[:len(reply)-1], acks...)
+	return append(reply, '}')
+}
+
+// appendAckResults appends results as a JSON array of
+// {"ok":true} and {"ok":false,"error":"…"}.
+func appendAckResults(b []byte, results []domain.AckResult) []byte {
+	b = append(b, '[')
 	for i := range results {
 		if i > 0 {
 			b = append(b, ',')
@@ -225,7 +252,7 @@ func AckReply(results []domain.AckResult) []byte {
 		b = handjson.AppendString(b, results[i].Error)
 		b = append(b, '}')
 	}
-	return append(b, "]}"...)
+	return append(b, ']')
 }
 
 // RenewReply returns a renew reply,

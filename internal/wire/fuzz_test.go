@@ -181,8 +181,12 @@ func FuzzDecodePop(f *testing.F) {
 		if err != nil {
 			we, ok := protocol.AsError(err)
 			require.True(t, ok, "%v", err)
-			require.Equal(t, 400, we.Code)
+			require.Contains(t, []int{400, 413}, we.Code)
 			return
+		}
+		require.LessOrEqual(t, len(p.Acks), protocol.MaxAcks)
+		for _, a := range p.Acks {
+			requireValidAck(t, a)
 		}
 		r := p.Params
 		require.NoError(t, protocol.ValidateName("group", r.Group))
@@ -211,9 +215,11 @@ func FuzzDecodeNamespacePop(f *testing.F) {
 			we, ok := protocol.AsError(err)
 			require.True(t, ok, "%v", err)
 			require.Equal(t, 400, we.Code)
-			require.True(t, singleErr != nil || single.Params.Partition != "", "refused only what a pop refuses, or a partition")
+			require.True(t, singleErr != nil || single.Params.Partition != "" || len(single.Acks) > 0,
+				"refused only what a pop refuses, a partition or acks")
 			return
 		}
+		require.Empty(t, p.Acks)
 		require.NoError(t, singleErr)
 		require.Empty(t, p.Params.Partition)
 		require.Equal(t, single.Params.Group, p.Params.Group)
@@ -238,20 +244,35 @@ func FuzzDecodeAck(f *testing.F) {
 		require.NoError(t, protocol.ValidateName("group", group))
 		require.NotEmpty(t, acks)
 		for _, a := range acks {
-			require.Contains(t, []domain.AckStatus{domain.AckCompleted, domain.AckRetry, domain.AckFailed, domain.AckDead}, a.Status)
-			require.GreaterOrEqual(t, a.Offset, int64(0))
-			require.NotEmpty(t, a.Lease)
-			require.NoError(t, protocol.ValidateName("partition", a.Partition))
-			if a.DelayMS != nil {
-				require.Contains(t, []domain.AckStatus{domain.AckRetry, domain.AckFailed}, a.Status)
-				require.True(t, *a.DelayMS >= 0 && *a.DelayMS <= protocol.MaxDelayMS, "delay_ms %d", *a.DelayMS)
-			}
-			if a.Error != "" {
-				require.Contains(t, []domain.AckStatus{domain.AckFailed, domain.AckDead}, a.Status)
-				require.NoError(t, protocol.ValidateText("error", a.Error, protocol.MaxAckErrorBytes))
-			}
+			requireValidAck(t, a)
 		}
+		// A pop that carries the same acks decodes them alike.
+		var req struct {
+			Acks json.RawMessage `json:"acks"`
+		}
+		require.NoError(t, json.Unmarshal(body, &req))
+		g, err := json.Marshal(group)
+		require.NoError(t, err)
+		p, err := DecodePop([]byte(`{"group":` + string(g) + `,"acks":` + string(req.Acks) + `}`))
+		require.NoError(t, err)
+		require.Equal(t, acks, p.Acks)
 	})
+}
+
+// requireValidAck checks what DecodeAck and DecodePop promise of an ack.
+func requireValidAck(t *testing.T, a domain.Ack) {
+	require.Contains(t, []domain.AckStatus{domain.AckCompleted, domain.AckRetry, domain.AckFailed, domain.AckDead}, a.Status)
+	require.GreaterOrEqual(t, a.Offset, int64(0))
+	require.NotEmpty(t, a.Lease)
+	require.NoError(t, protocol.ValidateName("partition", a.Partition))
+	if a.DelayMS != nil {
+		require.Contains(t, []domain.AckStatus{domain.AckRetry, domain.AckFailed}, a.Status)
+		require.True(t, *a.DelayMS >= 0 && *a.DelayMS <= protocol.MaxDelayMS, "delay_ms %d", *a.DelayMS)
+	}
+	if a.Error != "" {
+		require.Contains(t, []domain.AckStatus{domain.AckFailed, domain.AckDead}, a.Status)
+		require.NoError(t, protocol.ValidateText("error", a.Error, protocol.MaxAckErrorBytes))
+	}
 }
 
 func FuzzDecodeConfigure(f *testing.F) {
