@@ -172,12 +172,9 @@ func (b *combBackend) consume(ctx context.Context, id int, r *runner) {
 		AutoAck:    !cfg.ManualAck,
 	}
 	body := popRequestBody(opts)
-	pop := func() ([]comb.Delivery, error) {
-		if cfg.Client == ClientRaw {
-			return raw.pop(ctx, body, opts.Wait, nil)
-		}
-		return cl.Pop(ctx, cfg.Queue, opts)
-	}
+	// next is the last batch's acks while they wait to ride on the next
+	// pop (AckNext).
+	var next *settlement
 	ack := func(ctx context.Context, acks []comb.Ack, msgs []comb.Delivery) ([]comb.AckResult, error) {
 		switch {
 		case cfg.Pipeline && cfg.Client == ClientRaw:
@@ -199,6 +196,43 @@ func (b *combBackend) consume(ctx context.Context, id int, r *runner) {
 		}
 		return cl.Ack(ctx, cfg.Queue, cfg.Group, acks)
 	}
+	pop := func() ([]comb.Delivery, error) {
+		if next != nil {
+			st := next
+			next = nil
+			// Not cut short by the end of the run: the broker settles the
+			// acks before it looks for messages, so a long poll cancelled
+			// here would leave them settled unseen. It ends by its wait_ms.
+			msgs, res, err := raw.popAcking(context.WithoutCancel(ctx), body, opts.Wait, st.acks, nil)
+			if err != nil {
+				// What became of the acks is unknown: they go alone.
+				r.settle(func(actx context.Context) ackOutcome {
+					t0 := time.Now()
+					res, err := ack(actx, st.acks, st.msgs)
+					return st.outcome(res, err, time.Since(t0), true)
+				})
+				return msgs, err
+			}
+			// Settled with the pop: no round trip of their own to time.
+			r.settle(func(context.Context) ackOutcome { return st.outcome(res, nil, 0, false) })
+			return msgs, nil
+		}
+		if cfg.Client == ClientRaw {
+			return raw.pop(ctx, body, opts.Wait, nil)
+		}
+		return cl.Pop(ctx, cfg.Queue, opts)
+	}
+	defer func() {
+		if next != nil {
+			// The run ended before the next pop: a batch received is acked.
+			st := next
+			r.settle(func(actx context.Context) ackOutcome {
+				t0 := time.Now()
+				res, err := ack(actx, st.acks, st.msgs)
+				return st.outcome(res, err, time.Since(t0), true)
+			})
+		}
+	}()
 	backoff := time.Duration(0)
 	var datas [][]byte
 	for ctx.Err() == nil {
@@ -238,31 +272,52 @@ func (b *combBackend) consume(ctx context.Context, id int, r *runner) {
 			r.c.acked.Add(int64(len(msgs)))
 			continue
 		}
-		acks, spanOf, sizes := cumulativeAcks(msgs)
+		st := &settlement{msgs: msgs, refs: refs}
+		st.acks, st.spanOf, st.sizes = cumulativeAcks(msgs)
+		if cfg.AckNext {
+			next = st
+			continue
+		}
 		r.settle(func(actx context.Context) ackOutcome {
 			t0 := time.Now()
-			res, err := ack(actx, acks, msgs)
-			o := ackOutcome{rtt: time.Since(t0), timed: true}
-			if err != nil {
-				o.failed, o.err = true, err
-				return o
-			}
-			for i, a := range res {
-				if a.OK {
-					o.acked += sizes[i]
-				} else {
-					o.failed = true
-					o.err = fmt.Errorf("ack %s/%d: %w", acks[i].Partition, acks[i].Offset, a.Err())
-				}
-			}
-			for i, s := range spanOf {
-				if res[s].OK {
-					o.done = append(o.done, refs[i])
-				}
-			}
-			return o
+			res, err := ack(actx, st.acks, msgs)
+			return st.outcome(res, err, time.Since(t0), true)
 		})
 	}
+}
+
+// settlement is a popped batch to settle: its acks (cumulativeAcks) and
+// what each settles.
+type settlement struct {
+	msgs   []comb.Delivery
+	refs   []ref
+	acks   []comb.Ack
+	spanOf []int
+	sizes  []int64
+}
+
+// outcome accounts the acks' results res (err when the request failed),
+// answered after rtt (timed when that is the acks' own round trip).
+func (st *settlement) outcome(res []comb.AckResult, err error, rtt time.Duration, timed bool) ackOutcome {
+	o := ackOutcome{rtt: rtt, timed: timed}
+	if err != nil {
+		o.failed, o.err = true, err
+		return o
+	}
+	for i, a := range res {
+		if a.OK {
+			o.acked += st.sizes[i]
+		} else {
+			o.failed = true
+			o.err = fmt.Errorf("ack %s/%d: %w", st.acks[i].Partition, st.acks[i].Offset, a.Err())
+		}
+	}
+	for i, s := range st.spanOf {
+		if res[s].OK {
+			o.done = append(o.done, st.refs[i])
+		}
+	}
+	return o
 }
 
 // cumulativeAcks returns one completed ack per (partition, lease) of a

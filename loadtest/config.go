@@ -100,6 +100,11 @@ type Config struct {
 	// max_age_s PipelineMaxAgeS and nobody consumes it. Comb only, with
 	// ManualAck.
 	Pipeline bool
+	// AckNext carries each batch's acks on the consumer's next pop (the
+	// pop's acks field) instead of an ack request of their own: one
+	// request a batch instead of two. Comb only, with ManualAck and the
+	// raw client; AckAsync does not apply.
+	AckNext bool
 	// AckAsync sends each batch's ack from its own goroutine, so a consumer
 	// pops again without waiting for the ack's round trip.
 	AckAsync bool
@@ -305,6 +310,9 @@ func (c *Config) validate() error {
 	}
 	if c.Pipeline && slices.Contains(c.Targets, TargetJetStream) {
 		bad("pipeline: Comb only; JetStream has no transactions")
+	}
+	if c.AckNext && (!c.ManualAck || c.Pipeline || c.Client != ClientRaw || slices.Contains(c.Targets, TargetJetStream)) {
+		bad("ack-next: Comb only, with manual-ack, the raw client and no pipeline")
 	}
 	if c.ManualAck && c.AckAsync {
 		inRange("ack-inflight", c.AckInflight, 1, 1<<20)

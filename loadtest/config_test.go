@@ -29,6 +29,10 @@ func TestConfigValidateProtocolBounds(t *testing.T) {
 		{"pop partitions", func(c *Config) { c.PopPartitions = protocol.MaxPopPartitions + 1 }, "pop-partitions 1001: want 1 to 1000"},
 		{"lease", func(c *Config) { c.Lease = 99 * time.Millisecond }, "lease 99ms: want >= 100ms"},
 		{"dedup window", func(c *Config) { c.DedupWindow = (protocol.MaxDedupWindowS + 1) * time.Second }, "dedup-window 168h0m1s"},
+		{"ack-next with JetStream", func(c *Config) { c.AckNext, c.Targets = true, []Target{TargetComb, TargetJetStream} }, "ack-next: Comb only"},
+		{"ack-next with clients/go", func(c *Config) { c.AckNext, c.Client = true, ClientGo }, "ack-next: Comb only, with manual-ack, the raw client"},
+		{"ack-next with auto_ack", func(c *Config) { c.AckNext, c.ManualAck = true, false }, "ack-next"},
+		{"ack-next with a pipeline", func(c *Config) { c.AckNext, c.Pipeline = true, true }, "ack-next"},
 	} {
 		c := DefaultConfig()
 		tc.edit(&c)

@@ -138,6 +138,7 @@ type Settings struct {
 	Partitions         int      `json:"partitions"`
 	Consumers          int      `json:"consumers"`
 	ManualAck          bool     `json:"manual_ack"`
+	AckNext            bool     `json:"ack_next"`
 	AckAsync           bool     `json:"ack_async"`
 	AckInflight        int      `json:"ack_inflight"`
 	Rate               int      `json:"rate"`
@@ -164,7 +165,7 @@ type Settings struct {
 func settingsOf(c *Config) Settings {
 	return Settings{
 		Mode: c.Mode, Queue: c.Queue, Partitions: c.Partitions, Consumers: c.Consumers,
-		ManualAck: c.ManualAck, AckAsync: c.AckAsync, AckInflight: c.AckInflight,
+		ManualAck: c.ManualAck, AckNext: c.AckNext, AckAsync: c.AckAsync, AckInflight: c.AckInflight,
 		Rate: c.Rate, PushBatch: c.PushBatch, Pacers: c.Pacers, MaxInflight: c.MaxInflight,
 		Payload: c.Payload, Headers: c.Headers, Pipeline: c.Pipeline, Encoding: c.Encoding, PopBatch: c.PopBatch, PopPartitions: c.PopPartitions,
 		Conns: c.Conns, Client: c.Client, PopWait: c.PopWait.Seconds(), Lease: c.Lease.Seconds(), Duration: c.Duration.Seconds(), CompletedRetention: c.CompletedRetention.Seconds(),

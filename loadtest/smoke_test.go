@@ -55,6 +55,17 @@ func TestSmokeVerify(t *testing.T) {
 	}
 }
 
+// TestSmokeAckNext: with -ack-next every batch's acks ride on the
+// consumer's next pop; every message is delivered and acked, no ack
+// fails, and the last batches' acks, carried by long polls that the run's
+// end finds waiting, are accounted too.
+func TestSmokeAckNext(t *testing.T) {
+	t.Parallel()
+	r := smoke(t, loadtest.ClientRaw, 3*time.Second, 1000, 0, 0, func(c *loadtest.Config) { c.AckNext = true })
+	require.Zero(t, r.Counts.AckFailed, "failed acks")
+	require.Equal(t, r.Counts.Popped, r.Counts.Acked, "every message popped was acked")
+}
+
 // TestSmokePipeline: with -pipeline every batch is settled by one
 // transaction that acks it and pushes it to <queue>.out, in both clients;
 // verification holds, and the output queue holds exactly what was acked,
@@ -101,7 +112,8 @@ func TestSmokePipeline(t *testing.T) {
 	}
 }
 
-func smoke(t *testing.T, client loadtest.Client, duration time.Duration, rate int, dedup time.Duration, headers int) {
+func smoke(t *testing.T, client loadtest.Client, duration time.Duration, rate int, dedup time.Duration, headers int,
+	edits ...func(*loadtest.Config)) loadtest.Result {
 	env := combtest.Start(t)
 	// A copy of every push request, to see the ids on the wire; it ends
 	// with env's connection.
@@ -127,7 +139,10 @@ func smoke(t *testing.T, client loadtest.Client, duration time.Duration, rate in
 	cfg.Verify = true
 	cfg.OutDir = t.TempDir()
 	// One report is enough to keep it drawn; it costs seconds under -race.
-	cfg.Report = client == loadtest.ClientRaw && dedup == 0
+	cfg.Report = client == loadtest.ClientRaw && dedup == 0 && len(edits) == 0
+	for _, edit := range edits {
+		edit(&cfg)
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -208,7 +223,7 @@ func smoke(t *testing.T, client loadtest.Client, duration time.Duration, rate in
 		ids[m.ID] = true
 	}
 	if dedup == 0 {
-		return
+		return r
 	}
 	again, err := env.NC.Request(first.Subject, first.Data, 10*time.Second)
 	require.NoError(t, err)
@@ -218,4 +233,5 @@ func smoke(t *testing.T, client loadtest.Client, duration time.Duration, rate in
 	for _, pr := range res.Results {
 		require.Equal(t, protocol.StatusDuplicate, pr.Status)
 	}
+	return r
 }

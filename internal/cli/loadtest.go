@@ -107,6 +107,7 @@ func loadtestFlags(cfg *loadtest.Config, w io.Writer) *flag.FlagSet {
 	fs.IntVar(&cfg.Partitions, "partitions", cfg.Partitions, "partitions; each push request goes to one, round robin")
 	fs.IntVar(&cfg.Consumers, "consumers", cfg.Consumers, "closed-loop consumers, all in one group")
 	fs.BoolVar(&cfg.ManualAck, "manual-ack", cfg.ManualAck, "leased pops settled by acks; false pops with auto_ack")
+	fs.BoolVar(&cfg.AckNext, "ack-next", cfg.AckNext, "carry each batch's acks on the consumer's next pop instead of an ack request (Comb, raw client; ack rtt is then not measured)")
 	fs.BoolVar(&cfg.AckAsync, "ack-async", cfg.AckAsync, "send each batch's ack asynchronously, so consumers pop again at once")
 	fs.IntVar(&cfg.AckInflight, "ack-inflight", cfg.AckInflight, "most asynchronous acks unanswered, over all consumers; consumers wait beyond it")
 	fs.IntVar(&cfg.Rate, "rate", cfg.Rate, "offered messages per second (open loop)")
