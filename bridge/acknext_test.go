@@ -6,8 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/combmq/comb/bridge"
 	"github.com/combmq/comb/internal/combtest"
 )
 
@@ -117,4 +119,29 @@ func TestPopCarryingBadAcks(t *testing.T) {
 	require.Empty(t, pop(t, nc, "bad", `{"max":10}`))
 	require.Equal(t, []ackResult{{OK: true}}, ack(t, nc, "bad", `{"acks":[`+good+`]}`))
 	require.Len(t, pop(t, nc, "bad", `{"max":10}`), 1)
+}
+
+// A long poll that carried acks and waits when the bridge stops is
+// answered with their results.
+func TestStopAnswersLongPollCarryingAcks(t *testing.T) {
+	t.Parallel()
+	env := combtest.StartWith(t, combtest.Options{Bridge: bridge.Config{RetryInterval: time.Hour}})
+	nc := env.NC
+	push(t, nc, "s", `{"messages":[{"data":1}]}`)
+	leased := pop(t, nc, "s", ``)
+	require.Len(t, leased, 1)
+	got := make(chan *nats.Msg, 1)
+	go func() {
+		m, err := nc.Request("comb.pop.s", []byte(fmt.Sprintf(`{"wait_ms":60000,"acks":[{"offset":0,"lease":%q}]}`,
+			leased[0].Lease)), reqTimeout)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- m
+	}()
+	waitFor(t, func() bool { return env.Bridge.Waiting() == 1 })
+	env.Bridge.Stop()
+	m := <-got
+	require.NotNil(t, m)
+	require.Equal(t, `{"messages":[],"acks":[{"ok":true}]}`, string(m.Data))
 }
