@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/combmq/comb/bridge"
+	"github.com/combmq/comb/embeddednats"
 	"github.com/combmq/comb/internal/combtest"
 )
 
@@ -144,4 +145,21 @@ func TestStopAnswersLongPollCarryingAcks(t *testing.T) {
 	m := <-got
 	require.NotNil(t, m)
 	require.Equal(t, `{"messages":[],"acks":[{"ok":true}]}`, string(m.Data))
+}
+
+// Acks whose results leave no room in a reply under the server's
+// max_payload are answered alone: the pop leases nothing it could not
+// send.
+func TestPopCarryingAcksThatFillTheReply(t *testing.T) {
+	t.Parallel()
+	env := combtest.StartWith(t, combtest.Options{NATS: embeddednats.Config{MaxPayload: 4096}})
+	nc := env.NC
+	push(t, nc, "full", `{"messages":[{"data":1},{"data":2}]}`)
+	// 60 acks under a wrong lease: 60 results with their error, over 3 KiB.
+	body := `{"acks":[` + strings.TrimSuffix(strings.Repeat(`{"offset":0,"lease":"l-1-0000000000000000"},`, 60), ",") + `]}`
+	msgs, acks := popAcking(t, env, "full", body)
+	require.Len(t, acks, 60)
+	require.False(t, acks[0].OK)
+	require.Empty(t, msgs)
+	require.Len(t, pop(t, nc, "full", `{"max":10}`), 2, "nothing was leased")
 }

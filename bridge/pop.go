@@ -305,8 +305,23 @@ func (p *popper) acked(job *popJob, out domain.AckOutcome, n int) {
 	}
 	job.acks = wire.PopAcks(out.Results)
 	job.req.MaxBytes -= len(job.acks)
+	if job.req.MaxBytes < minPopRoom {
+		// The results fill the reply (a small max_payload): they are the
+		// answer, without a pop whose messages could not follow them.
+		if !job.deadline.IsZero() {
+			job.call.t.quota.longPollDone()
+		}
+		p.reply(job, nil)
+		p.count.Add(-1)
+		p.b.finish(job.call)
+		return
+	}
 	p.ch <- job // never blocks: see popper
 }
+
+// minPopRoom is the least room a pop that carried acks needs left in its
+// reply, after their results, to look for messages.
+const minPopRoom = 1024
 
 func (p *popper) worker() {
 	defer p.b.wg.Done()
