@@ -164,11 +164,14 @@ func TestQuotaPushBytesRate(t *testing.T) {
 	t.Parallel()
 	env := startQuota(t, bridge.Quota{PushBytesRate: 1000})
 	nc := env.NC
-	body := `{"messages":[{"data":"` + strings.Repeat("b", 398) + `"}]}` // 400 bytes
-	push(t, nc, "b", body)
+	// The bucket holds one second's worth. A push of 990 bytes leaves 10,
+	// and a second one right after it needs 980 ms of refill: the margin
+	// is most of a second, where two pushes of 400 left 200 ms, which a
+	// loaded machine's two pushes in a row took (a CI run, 2026-12-05).
+	body := `{"messages":[{"data":"` + strings.Repeat("b", 988) + `"}]}` // 990 bytes
 	push(t, nc, "b", body)
 	requireQuota(t, request(t, nc, "comb.push.b", body), "push rate of 1000 bytes per second")
-	require.Equal(t, int64(800), retained(t, env, "b").Bytes)
+	require.Equal(t, int64(990), retained(t, env, "b").Bytes)
 }
 
 func TestQuotaMaxWaitingPops(t *testing.T) {
