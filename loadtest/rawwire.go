@@ -225,20 +225,12 @@ func (c *rawClient) popAcking(ctx context.Context, body []byte, wait time.Durati
 	if err != nil {
 		return out, nil, err
 	}
-	popPart, ackPart, err := splitPopAcks(reply)
+	out, res, err := comb.DecodePopAckReply(reply, c.queue, out)
 	if err != nil {
 		return out, nil, fmt.Errorf("pop %s: %w", c.queue, err)
-	}
-	res, err := comb.DecodeAckReply(ackPart)
-	if err != nil {
-		return out, nil, fmt.Errorf("pop %s: acks: %w", c.queue, err)
 	}
 	if len(res) != len(acks) {
 		return out, nil, fmt.Errorf("pop %s: %d results for %d acks", c.queue, len(res), len(acks))
-	}
-	out, err = comb.DecodePopReply(popPart, c.queue, out)
-	if err != nil {
-		return out, nil, fmt.Errorf("pop %s: %w", c.queue, err)
 	}
 	return out, res, nil
 }
@@ -255,21 +247,6 @@ func popAckingBody(body []byte, acks []comb.Ack) []byte {
 		b = append(b, '}')
 	}
 	return append(b, "]}"...)
-}
-
-// splitPopAcks splits the reply of a pop that carried acks into a pop
-// reply without them and an ack reply of their results. The broker puts
-// the acks member last, and its results hold no such text, so the last
-// `,"acks":[` is its start whatever the messages' data holds.
-func splitPopAcks(reply []byte) (pop, acks []byte, err error) {
-	const key = `,"acks":`
-	i := bytes.LastIndex(reply, []byte(key+"["))
-	if i < 0 || reply[len(reply)-1] != '}' {
-		return nil, nil, fmt.Errorf("no acks in the reply %.200q", reply)
-	}
-	pop = append(reply[:i:i], '}')
-	acks = append([]byte(`{"results":`), reply[i+len(key):]...)
-	return pop, acks, nil
 }
 
 // ack sends acks and returns one result per ack.

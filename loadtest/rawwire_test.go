@@ -446,27 +446,3 @@ func FuzzRawWireReplies(f *testing.F) {
 			offset: offset, attempt: attempt, data: data, asB64: asB64, ok: ok})
 	})
 }
-
-// The reply of a pop that carried acks splits into its messages and the
-// acks' results, even when a message's data holds the acks member's text.
-func TestSplitPopAcks(t *testing.T) {
-	t.Parallel()
-	msgs := []domain.Message{{Partition: "p", Offset: 3, Lease: "l-1-00", Attempt: 1, CreatedAt: time.Unix(1, 0),
-		Data: []byte(`{"x":1,"acks":[{"ok":false}]}`), Encoding: domain.EncodingJSON}}
-	reply, _ := wire.PopReply(msgs, 0)
-	reply = wire.AppendPopAcks(reply, wire.PopAcks([]domain.AckResult{{OK: true}, {Error: "lease expired"}}))
-	pop, acks, err := splitPopAcks(reply)
-	require.NoError(t, err)
-	got, err := comb.DecodePopReply(pop, "q", nil)
-	require.NoError(t, err)
-	require.Len(t, got, 1)
-	require.JSONEq(t, `{"x":1,"acks":[{"ok":false}]}`, string(got[0].Data))
-	res, err := comb.DecodeAckReply(acks)
-	require.NoError(t, err)
-	require.Len(t, res, 2)
-	require.True(t, res[0].OK)
-	require.False(t, res[1].OK)
-
-	_, _, err = splitPopAcks([]byte(`{"messages":[]}`))
-	require.ErrorContains(t, err, "no acks in the reply")
-}

@@ -163,7 +163,7 @@ func (c *Client) PopNamespace(ctx context.Context, namespace string, opts PopOpt
 // messages, so they get the queue popped.
 func (c *Client) pop(ctx context.Context, verb, queue string, opts PopOptions) ([]Delivery, error) {
 	var reply []byte
-	if err := c.request(ctx, verb, queue, rawBody(appendPopRequest(make([]byte, 0, 128), opts)), nil, opts.Wait, &reply); err != nil {
+	if err := c.request(ctx, verb, queue, rawBody(appendPopRequest(make([]byte, 0, 128), opts, nil)), nil, opts.Wait, &reply); err != nil {
 		return nil, err
 	}
 	q := queue
@@ -197,6 +197,32 @@ func (c *Client) Ack(ctx context.Context, queue, group string, acks []Ack) ([]Ac
 		return nil, fmt.Errorf("comb: ack %s: %d results for %d acks", queue, len(out), len(acks))
 	}
 	return out, nil
+}
+
+// AckAndPop settles acks of opts.Group on queue and then pops as Pop does,
+// in one request (a pop that carries acks, docs/protocol.md): one round
+// trip where Ack and then Pop take two. It returns the deliveries and one
+// result per ack, in order. An ack that settles nothing (OK false) does
+// not stop the pop; an error means the pop did not reply, and the acks
+// may have been settled. Without acks it is Pop.
+func (c *Client) AckAndPop(ctx context.Context, queue string, acks []Ack, opts PopOptions) ([]Delivery, []AckResult, error) {
+	if len(acks) == 0 {
+		out, err := c.Pop(ctx, queue, opts)
+		return out, nil, err
+	}
+	var reply []byte
+	body := appendPopRequest(make([]byte, 0, 128+96*len(acks)), opts, acks)
+	if err := c.request(ctx, protocol.VerbPop, queue, rawBody(body), nil, opts.Wait, &reply); err != nil {
+		return nil, nil, err
+	}
+	out, res, err := DecodePopAckReply(reply, queue, nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("comb: pop %s: %w", queue, err)
+	}
+	if len(res) != len(acks) {
+		return nil, nil, fmt.Errorf("comb: pop %s: %d results for %d acks", queue, len(res), len(acks))
+	}
+	return out, res, nil
 }
 
 // Txn settles acks and pushes messages, on any queues, in one transaction

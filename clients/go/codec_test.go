@@ -194,7 +194,7 @@ func FuzzRequestsMatchEncodingJSON(f *testing.F) {
 		ref, err := encodeBody(protocol.PopRequest{Group: o.Group, Partition: o.Partition, Max: optInt(o.Max), Partitions: optInt(o.Partitions),
 			WaitMS: durationMS(o.Wait), LeaseMS: durationMS(o.Lease), AutoAck: o.AutoAck, From: o.From})
 		require.NoError(t, err)
-		requireSameJSON[protocol.PopRequest](t, ref, appendPopRequest(nil, o), plain(group, partition, from))
+		requireSameJSON[protocol.PopRequest](t, ref, appendPopRequest(nil, o, nil), plain(group, partition, from))
 
 		a := Ack{Partition: partition, Offset: offset, Lease: lease, Status: status, Error: errText}
 		if hasDelay {
@@ -206,6 +206,12 @@ func FuzzRequestsMatchEncodingJSON(f *testing.F) {
 		ref, err = encodeBody(protocol.AckRequest{Group: group, Acks: wireAcks})
 		require.NoError(t, err)
 		requireSameJSON[protocol.AckRequest](t, ref, appendAckRequest(nil, group, acks), plain(group, partition, lease, status, errText))
+
+		// A pop that carries the acks (AckAndPop).
+		ref, err = encodeBody(protocol.PopRequest{Group: o.Group, Partition: o.Partition, Max: optInt(o.Max), Partitions: optInt(o.Partitions),
+			WaitMS: durationMS(o.Wait), LeaseMS: durationMS(o.Lease), AutoAck: o.AutoAck, From: o.From, Acks: wireAcks})
+		require.NoError(t, err)
+		requireSameJSON[protocol.PopRequest](t, ref, appendPopRequest(nil, o, acks), plain(group, partition, from, lease, status, errText))
 	})
 }
 

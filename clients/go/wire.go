@@ -60,6 +60,29 @@ func DecodePopReply(body []byte, queue string, out []Delivery) ([]Delivery, erro
 	return res, nil
 }
 
+// DecodePopAckReply reads the body of the reply of a pop that carried
+// acks (AckAndPop): the deliveries, appended to out as DecodePopReply
+// appends them, and one result per ack, in order. The broker writes the
+// acks' results last, and they hold no text of the messages, so the last
+// `,"acks":[` of the body is where they start, whatever the messages'
+// data holds.
+func DecodePopAckReply(body []byte, queue string, out []Delivery) ([]Delivery, []AckResult, error) {
+	const key = `,"acks":`
+	i := bytes.LastIndex(body, []byte(key+"["))
+	if i < 0 || body[len(body)-1] != '}' {
+		return out, nil, fmt.Errorf("no acks in the reply %.200q", body)
+	}
+	res, err := DecodeAckReply(append([]byte(`{"results":`), body[i+len(key):]...))
+	if err != nil {
+		return out, nil, fmt.Errorf("acks: %w", err)
+	}
+	out, err = DecodePopReply(append(body[:i:i], '}'), queue, out)
+	if err != nil {
+		return out, nil, err
+	}
+	return out, res, nil
+}
+
 // DecodeAckReply reads the body of an ack reply as Ack does: one result
 // per ack, in order.
 func DecodeAckReply(body []byte) ([]AckResult, error) {
@@ -619,7 +642,7 @@ func readValue(r *handjson.Reader) ([]byte, error) {
 // FuzzRequestsMatchEncodingJSON holds them together.
 
 // appendPopRequest appends the body of a pop request to b.
-func appendPopRequest(b []byte, o PopOptions) []byte {
+func appendPopRequest(b []byte, o PopOptions, acks []Ack) []byte {
 	b = append(b, '{')
 	n := len(b)
 	str := func(name, v string) {
@@ -644,6 +667,9 @@ func appendPopRequest(b []byte, o PopOptions) []byte {
 		b = append(member(b, n, "auto_ack"), "true"...)
 	}
 	str("from", o.From)
+	if len(acks) > 0 {
+		b = appendAcks(member(b, n, "acks"), acks)
+	}
 	return append(b, '}')
 }
 
@@ -655,7 +681,15 @@ func appendAckRequest(b []byte, group string, acks []Ack) []byte {
 		b = handjson.AppendString(b, group)
 		b = append(b, ',')
 	}
-	b = append(b, `"acks":[`...)
+	b = append(b, `"acks":`...)
+	b = appendAcks(b, acks)
+	return append(b, '}')
+}
+
+// appendAcks appends acks as the "acks" array of an ack request (or of a
+// pop that carries them).
+func appendAcks(b []byte, acks []Ack) []byte {
+	b = append(b, '[')
 	for i, a := range acks {
 		if i > 0 {
 			b = append(b, ',')
@@ -684,7 +718,7 @@ func appendAckRequest(b []byte, group string, acks []Ack) []byte {
 		}
 		b = append(b, '}')
 	}
-	return append(b, "]}"...)
+	return append(b, ']')
 }
 
 // member appends a member's name and colon to an object opened at b[:n],
