@@ -117,6 +117,21 @@ export class Client {
    * before the lease expires, or they are delivered again.
    */
   async pop(queue: string, opts: PopOptions = {}): Promise<Delivery[]> {
+    return (await this.popWith(queue, opts, undefined)).messages;
+  }
+
+  /**
+   * Settles acks of opts.group and then pops as pop does, in one request
+   * (a pop that carries acks, docs/protocol.md): one round trip where ack
+   * and then pop take two. Returns the messages and one result per ack, in
+   * order; an ack the service refuses is a result with ok false and does
+   * not stop the pop. Without acks it is pop.
+   */
+  async ackAndPop(queue: string, acks: Ack[], opts: PopOptions = {}): Promise<{ messages: Delivery[]; acks: AckResult[] }> {
+    return this.popWith(queue, opts, acks.length > 0 ? acks : undefined);
+  }
+
+  private async popWith(queue: string, opts: PopOptions, acks: Ack[] | undefined): Promise<{ messages: Delivery[]; acks: AckResult[] }> {
     const body: Obj = {};
     if (opts.group) body.group = opts.group;
     if (opts.partition) body.partition = opts.partition;
@@ -126,13 +141,14 @@ export class Client {
     if (opts.leaseMs && opts.leaseMs > 0) body.lease_ms = Math.max(1, Math.round(opts.leaseMs));
     if (opts.autoAck) body.auto_ack = true;
     if (opts.from !== undefined) body.from = timeArg(opts.from);
+    if (acks) body.acks = acks.map(ackBody);
     const op = `pop ${queue}`;
     const msg = await this.request("pop", queue, JSON.stringify(body), {
       extraMs: typeof body.wait_ms === "number" ? body.wait_ms : 0,
       signal: opts.signal,
     });
     const rep = decodeRaw(msg, op);
-    return list(rep, "messages", op).map((m) => {
+    const messages = list(rep, "messages", op).map((m) => {
       try {
         return new Delivery(
           str(m.partition),
@@ -148,6 +164,7 @@ export class Client {
         throw new Error(`comb: ${op}: message ${String(m.partition)}/${String(m.offset)}: ${(e as Error).message}`, { cause: e });
       }
     });
+    return { messages, acks: acks ? ackResults(list(rep, "acks", op), acks.length, op) : [] };
   }
 
   /**
@@ -158,24 +175,11 @@ export class Client {
    */
   async ack(queue: string, group: string | undefined, acks: Ack[]): Promise<AckResult[]> {
     if (acks.length === 0) return [];
-    const body: Obj = {
-      acks: acks.map((a) => {
-        const w: Obj = {};
-        if (a.partition) w.partition = a.partition;
-        w.offset = a.offset;
-        w.lease = a.lease;
-        if (a.status) w.status = a.status;
-        return w;
-      }),
-    };
+    const body: Obj = { acks: acks.map(ackBody) };
     if (group) body.group = group;
     const op = `ack ${queue}`;
     const rep = await this.call("ack", queue, JSON.stringify(body));
-    const res = list(rep, "results", op);
-    if (res.length !== acks.length) {
-      throw new Error(`comb: ${op}: ${res.length} results for ${acks.length} acks`);
-    }
-    return res.map((r) => (r.ok === true ? { ok: true } : { ok: false, error: str(r.error) || "ack refused" }));
+    return ackResults(list(rep, "results", op), acks.length, op);
   }
 
   /** Extends live leases to leaseMs from now (default: the queue's lease time); one result per lease. */
@@ -530,4 +534,22 @@ function str(v: unknown): string {
 
 function num(v: unknown): number {
   return typeof v === "number" ? v : 0;
+}
+
+/** The wire form of an ack, in an ack request or a pop that carries acks. */
+function ackBody(a: Ack): Obj {
+  const w: Obj = {};
+  if (a.partition) w.partition = a.partition;
+  w.offset = a.offset;
+  w.lease = a.lease;
+  if (a.status) w.status = a.status;
+  return w;
+}
+
+/** The results of n acks, checked for their count. */
+function ackResults(res: Obj[], n: number, op: string): AckResult[] {
+  if (res.length !== n) {
+    throw new Error(`comb: ${op}: ${res.length} results for ${n} acks`);
+  }
+  return res.map((r) => (r.ok === true ? { ok: true } : { ok: false, error: str(r.error) || "ack refused" }));
 }

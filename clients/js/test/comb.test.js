@@ -133,6 +133,24 @@ describe("verbs", () => {
     assert.deepEqual(all.filter((d) => d.partition === "default").map((d) => d.text()), ["1", "2"]);
   });
 
+  test("ackAndPop settles a batch and gets the next in one request", async () => {
+    const q = fresh("acknext");
+    await comb.push(q, [{ partition: "p", data: "1" }, { partition: "p", data: "2" }]);
+    const [first] = await comb.pop(q, { group: "g", max: 1 });
+    assert.equal(first.offset, 0);
+    const next = await comb.ackAndPop(q, [
+      { partition: "p", offset: 0, lease: first.lease },
+      { partition: "p", offset: 0, lease: "l-1-0000000000000000" },
+    ], { group: "g", max: 1 });
+    assert.equal(next.acks.length, 2);
+    assert.deepEqual(next.acks[0], { ok: true });
+    assert.equal(next.acks[1].ok, false, "a wrong lease settles nothing and says so");
+    assert.deepEqual(next.messages.map((d) => [d.offset, d.text()]), [[1, "2"]], "the ack freed p for the pop");
+    const last = await comb.ackAndPop(q, [{ partition: "p", offset: 1, lease: next.messages[0].lease }], { group: "g", waitMs: 200 });
+    assert.deepEqual(last, { messages: [], acks: [{ ok: true }] });
+    assert.deepEqual(await comb.ackAndPop(q, [], { group: "g" }), { messages: [], acks: [] }, "without acks it is a pop");
+  });
+
   test("renew extends a live lease and refuses a finished one", async () => {
     const q = fresh("renew");
     await comb.put(q, "1");

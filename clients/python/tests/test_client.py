@@ -31,6 +31,19 @@ async def test_push_pop_ack(client, queue):
     assert info.group("billing").pending == 1  # the default partition's message
 
 
+async def test_ack_and_pop(client, queue):
+    await client.push(queue, [comb.Message(b"1", partition="p"), comb.Message(b"2", partition="p")])
+    [first] = await client.pop(queue, group="g", max=1)
+    wrong = comb.Ack(partition="p", offset=0, lease="l-1-0000000000000000")
+    batch, results = await client.ack_and_pop(queue, [comb.Ack.of(first), wrong], group="g", max=1)
+    assert results[0] == comb.AckResult(ok=True)
+    assert not results[1].ok and "lease" in results[1].error  # settles nothing, says so, the pop goes on
+    assert [(d.offset, d.data) for d in batch] == [(1, b"2")]  # the ack freed p for the pop
+    batch, results = await client.ack_and_pop(queue, [comb.Ack.of(batch[0])], group="g", wait=0.2)
+    assert (batch, results) == ([], [comb.AckResult(ok=True)])
+    assert await client.ack_and_pop(queue, [], group="g") == ([], [])  # without acks it is a pop
+
+
 async def test_put_headers_and_dedup(client, queue):
     await client.configure(queue, dedup_window_s=3600)
     first = await client.put(queue, b'{"sku":43}', partition="eu", id="order-8")

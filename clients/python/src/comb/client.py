@@ -168,6 +168,25 @@ class Client:
         an error, when nothing became ready within wait seconds. Settle them
         with ack before their lease expires, or they are delivered again.
         from_ is "all" (default), "new" or a time, for a group's first pop."""
+        messages, _ = await self._pop(queue, (), group=group, partition=partition, max=max, partitions=partitions,
+                                      wait=wait, lease=lease, auto_ack=auto_ack, from_=from_)
+        return messages
+
+    async def ack_and_pop(self, queue: str, acks: Sequence[Ack], *, group: str = "", partition: str = "",
+                          max: int = 0, partitions: int = 0, wait: float = 0, lease: float = 0,
+                          auto_ack: bool = False, from_: Union[str, datetime, None] = None
+                          ) -> tuple[list[Delivery], list[AckResult]]:
+        """Settle acks of group and then pop as pop does, in one request (a
+        pop that carries acks): one round trip where ack and then pop take
+        two. Returns the messages and one result per ack, in order; an ack
+        the service refuses is a result with ok False and does not stop the
+        pop. Without acks it is pop."""
+        return await self._pop(queue, acks, group=group, partition=partition, max=max, partitions=partitions,
+                               wait=wait, lease=lease, auto_ack=auto_ack, from_=from_)
+
+    async def _pop(self, queue: str, acks: Sequence[Ack], *, group: str, partition: str, max: int,
+                   partitions: int, wait: float, lease: float, auto_ack: bool,
+                   from_: Union[str, datetime, None]) -> tuple[list[Delivery], list[AckResult]]:
         req: dict[str, Any] = {}
         if group:
             req["group"] = group
@@ -185,11 +204,15 @@ class Client:
             req["auto_ack"] = True
         if from_:
             req["from"] = _wire.format_time(from_) if isinstance(from_, datetime) else from_
+        if acks:
+            req["acks"] = [a._wire() for a in acks]
         rep = await self._request("pop", queue, _wire.dumps(req), extra=wait or 0)
         try:
-            return [Delivery._from(m) for m in rep.get("messages") or []]
+            messages = [Delivery._from(m) for m in rep.get("messages") or []]
         except (KeyError, ValueError, TypeError) as e:
             raise CombError(500, f"malformed message in the reply: {e}", op=f"pop {queue}") from None
+        results = _ack_results(rep.get("acks") or [], len(acks), f"pop {queue}") if acks else []
+        return messages, results
 
     async def ack(self, queue: str, acks: Sequence[Ack], *, group: str = "") -> list[AckResult]:
         """Settle leased messages for a group; one result per ack. An ack the
@@ -201,10 +224,7 @@ class Client:
         if group:
             req["group"] = group
         rep = await self._request("ack", queue, _wire.dumps(req))
-        results = [AckResult(ok=bool(r.get("ok")), error=r.get("error", "")) for r in rep.get("results") or []]
-        if len(results) != len(acks):
-            raise CombError(500, f"{len(results)} results for {len(acks)} acks", op=f"ack {queue}")
-        return results
+        return _ack_results(rep.get("results") or [], len(acks), f"ack {queue}")
 
     async def renew(self, queue: str, leases: Sequence[str], *, lease: float = 0) -> list[RenewResult]:
         """Extend live leases by lease seconds (0: the queue's lease time) from now."""
@@ -388,3 +408,11 @@ async def connect(url: str = _nats.DEFAULT_URL, *, user: Optional[str] = None, p
     c = Client(nc, prefix=prefix, timeout=timeout)
     c._owned = True
     return c
+
+
+def _ack_results(raw: list[Any], n: int, op: str) -> list[AckResult]:
+    """The results of n acks, checked for their count."""
+    results = [AckResult(ok=bool(r.get("ok")), error=r.get("error", "")) for r in raw]
+    if len(results) != n:
+        raise CombError(500, f"{len(results)} results for {n} acks", op=op)
+    return results
