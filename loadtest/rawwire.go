@@ -237,16 +237,8 @@ func (c *rawClient) popAcking(ctx context.Context, body []byte, wait time.Durati
 
 // popAckingBody is a pop request's body (popRequestBody's) carrying acks.
 func popAckingBody(body []byte, acks []comb.Ack) []byte {
-	b := append(body[:len(body)-1:len(body)-1], `,"acks":[`...)
-	for i, a := range acks {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, '{')
-		b = appendAckMembers(b, a)
-		b = append(b, '}')
-	}
-	return append(b, "]}"...)
+	b := append(body[:len(body)-1:len(body)-1], `,"acks":`...)
+	return append(appendAckArray(b, acks), '}')
 }
 
 // ack sends acks and returns one result per ack.
@@ -270,7 +262,13 @@ func (c *rawClient) ack(ctx context.Context, group string, acks []comb.Ack) ([]c
 func appendAckBody(b []byte, group string, acks []comb.Ack) []byte {
 	b = append(b, `{"group":`...)
 	b = handjson.AppendString(b, group)
-	b = append(b, `,"acks":[`...)
+	b = append(b, `,"acks":`...)
+	return append(appendAckArray(b, acks), '}')
+}
+
+// appendAckArray appends acks as a JSON array of ack objects.
+func appendAckArray(b []byte, acks []comb.Ack) []byte {
+	b = append(b, '[')
 	for i, a := range acks {
 		if i > 0 {
 			b = append(b, ',')
@@ -279,7 +277,7 @@ func appendAckBody(b []byte, group string, acks []comb.Ack) []byte {
 		b = appendAckMembers(b, a)
 		b = append(b, '}')
 	}
-	return append(b, "]}"...)
+	return append(b, ']')
 }
 
 // appendAckMembers appends an ack's members, without braces:
