@@ -95,5 +95,7 @@ func TestExpiredLeaseReachesAWaitingPop(t *testing.T) {
 	require.Len(t, again, 1, "the expired lease's message is delivered again")
 	require.Equal(t, first[0].Offset, again[0].Offset)
 	require.Equal(t, 2, again[0].Attempt)
-	require.Less(t, time.Since(start), 2*time.Second, "within the lease plus about one retry interval")
+	// Within the lease plus about one retry interval (0.7 s); the bound
+	// is looser, for a loaded machine, and still well before wait_ms.
+	require.Less(t, time.Since(start), 4*time.Second, "within the lease plus about one retry interval")
 }
