@@ -294,29 +294,26 @@ func (p *popper) acked(job *popJob, out domain.AckOutcome, n int) {
 	if out.Err == nil && len(out.Results) != n {
 		out.Err = errResultCount
 	}
+	if out.Err == nil {
+		job.acks = wire.PopAcks(out.Results)
+		job.req.MaxBytes -= len(job.acks)
+		if job.req.MaxBytes >= minPopRoom {
+			p.ch <- job // never blocks: see popper
+			return
+		}
+	}
+	// An error, or results that fill the reply (a small max_payload):
+	// that is the answer, without a pop whose messages could not follow.
+	if !job.deadline.IsZero() {
+		job.call.t.quota.longPollDone()
+	}
 	if out.Err != nil {
-		if !job.deadline.IsZero() {
-			job.call.t.quota.longPollDone()
-		}
-		p.count.Add(-1)
 		p.b.respondError(job.call, out.Err)
-		p.b.finish(job.call)
-		return
-	}
-	job.acks = wire.PopAcks(out.Results)
-	job.req.MaxBytes -= len(job.acks)
-	if job.req.MaxBytes < minPopRoom {
-		// The results fill the reply (a small max_payload): they are the
-		// answer, without a pop whose messages could not follow them.
-		if !job.deadline.IsZero() {
-			job.call.t.quota.longPollDone()
-		}
+	} else {
 		p.reply(job, nil)
-		p.count.Add(-1)
-		p.b.finish(job.call)
-		return
 	}
-	p.ch <- job // never blocks: see popper
+	p.count.Add(-1)
+	p.b.finish(job.call)
 }
 
 // minPopRoom is the least room a pop that carried acks needs left in its

@@ -196,6 +196,14 @@ func (b *combBackend) consume(ctx context.Context, id int, r *runner) {
 		}
 		return cl.Ack(ctx, cfg.Queue, cfg.Group, acks)
 	}
+	// ackAlone settles st with a request of its own.
+	ackAlone := func(st *settlement) {
+		r.settle(func(actx context.Context) ackOutcome {
+			t0 := time.Now()
+			res, err := ack(actx, st.acks, st.msgs)
+			return st.outcome(res, err, time.Since(t0), true)
+		})
+	}
 	pop := func() ([]comb.Delivery, error) {
 		if next != nil {
 			st := next
@@ -206,11 +214,7 @@ func (b *combBackend) consume(ctx context.Context, id int, r *runner) {
 			msgs, res, err := raw.popAcking(context.WithoutCancel(ctx), body, opts.Wait, st.acks, nil)
 			if err != nil {
 				// What became of the acks is unknown: they go alone.
-				r.settle(func(actx context.Context) ackOutcome {
-					t0 := time.Now()
-					res, err := ack(actx, st.acks, st.msgs)
-					return st.outcome(res, err, time.Since(t0), true)
-				})
+				ackAlone(st)
 				return msgs, err
 			}
 			// Settled with the pop: no round trip of their own to time.
@@ -225,12 +229,7 @@ func (b *combBackend) consume(ctx context.Context, id int, r *runner) {
 	defer func() {
 		if next != nil {
 			// The run ended before the next pop: a batch received is acked.
-			st := next
-			r.settle(func(actx context.Context) ackOutcome {
-				t0 := time.Now()
-				res, err := ack(actx, st.acks, st.msgs)
-				return st.outcome(res, err, time.Since(t0), true)
-			})
+			ackAlone(next)
 		}
 	}()
 	backoff := time.Duration(0)
@@ -278,11 +277,7 @@ func (b *combBackend) consume(ctx context.Context, id int, r *runner) {
 			next = st
 			continue
 		}
-		r.settle(func(actx context.Context) ackOutcome {
-			t0 := time.Now()
-			res, err := ack(actx, st.acks, msgs)
-			return st.outcome(res, err, time.Since(t0), true)
-		})
+		ackAlone(st)
 	}
 }
 
