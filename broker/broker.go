@@ -109,6 +109,7 @@ func (b *Broker) start(ctx context.Context) error {
 	opts := store.Options{
 		MaxConns:      cfg.Postgres.MaxConns,
 		DurablePops:   cfg.Postgres.DurablePops,
+		DurableAcks:   cfg.Postgres.DurableAcks,
 		QueueCacheTTL: cfg.Postgres.QueueCacheTTL,
 		MaxQueues:     func(tenant string) int64 { return quotas.Of(tenant).MaxQueues },
 		Logger:        log.With("component", "store"),

@@ -114,6 +114,9 @@ type PostgresConfig struct {
 	// DurablePops makes a pop's lease commit wait for the WAL flush; see
 	// store.Options.
 	DurablePops bool
+	// DurableAcks makes an ack's commit wait for the WAL flush; see
+	// store.Options.
+	DurableAcks bool
 	// QueueCacheTTL is how long the store caches a queue's settings; 0
 	// means the store's default.
 	QueueCacheTTL time.Duration

@@ -189,6 +189,7 @@ comb {
   push_workers: 7
   batch_bytes: 4MB
   durable_pops: true
+  durable_acks: true
   sweep_interval: 250ms
   routes: [nats-route://a:6222, "nats-route://b:6222"]
   cluster_name: c
@@ -202,6 +203,7 @@ comb {
 	require.Equal(t, 7, c.Bridge.PushWorkers)
 	require.Equal(t, 4<<20, c.Bridge.BatchBytes)
 	require.True(t, c.Postgres.DurablePops)
+	require.True(t, c.Postgres.DurableAcks)
 	require.Equal(t, 250*time.Millisecond, c.SweepInterval)
 	require.Equal(t, []string{"nats-route://a:6222", "nats-route://b:6222"}, c.NATS.Cluster.Routes)
 	require.NotNil(t, c.NATS.Options)

@@ -136,7 +136,7 @@ func (s *Store) Ack(ctx context.Context, reqs []domain.AckParams) ([]domain.AckO
 			continue
 		}
 		if slow {
-			res, err := s.ackInOrder(ctx, s.pool, q, group, r.Acks, ids)
+			res, err := s.ackInOrder(ctx, s.pool, q, group, r.Acks, ids, s.ackCommit)
 			if err != nil {
 				outs[ri].Err = fmt.Errorf("ack: %w", classify(err))
 			} else {
@@ -168,7 +168,7 @@ func (s *Store) Ack(ctx context.Context, reqs []domain.AckParams) ([]domain.AckO
 		err := s.withRetry(ctx, func() error {
 			clear(held)
 			b := &pgx.Batch{}
-			b.Queue(keyedPlansSQL)
+			b.Queue(s.ackPlans)
 			b.Queue(ackCompletedSQL, aPid, aGroup, aLease, aOffset)
 			br := s.pool.SendBatch(ctx, b)
 			defer br.Close()
@@ -327,8 +327,10 @@ type cursorState struct {
 // ackInOrder applies one request's acks in order in one transaction on db:
 // the pool, or a transaction's savepoint (Txn). It first locks every cursor
 // the request names, in key order like the batch statement, so the two
-// cannot deadlock.
-func (s *Store) ackInOrder(ctx context.Context, db writer, q queueRow, group string, acks []domain.Ack, ids map[string]int64) ([]domain.AckResult, error) {
+// cannot deadlock. settings, when not empty, is a statement run first that
+// sets the transaction's settings (Store.ackCommit); a Txn's savepoint
+// leaves its transaction's alone.
+func (s *Store) ackInOrder(ctx context.Context, db writer, q queueRow, group string, acks []domain.Ack, ids map[string]int64, settings string) ([]domain.AckResult, error) {
 	var pids []int64
 	for _, id := range ids {
 		if id != 0 {
@@ -340,6 +342,11 @@ func (s *Store) ackInOrder(ctx context.Context, db writer, q queueRow, group str
 	err := s.withRetry(ctx, func() error {
 		return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 			results = make([]domain.AckResult, len(acks))
+			if settings != "" {
+				if _, err := tx.Exec(ctx, settings); err != nil {
+					return err
+				}
+			}
 			rows, err := tx.Query(ctx, `
 				SELECT partition_id, committed, coalesce(lease_id, ''), coalesce(lease_from, 0),
 				       coalesce(lease_upto, -1), coalesce(lease_until > now(), false), attempts, delivered_upto

@@ -56,6 +56,16 @@ type Options struct {
 	// anyway, so pops commit asynchronously and do not queue behind fsyncs.
 	// (Auto-ack pops settle what they deliver and always commit durably.)
 	DurablePops bool
+	// DurableAcks makes an ack's commit wait for the WAL flush like a
+	// push does. Off by default, for the same reason as DurablePops: an
+	// ack lost in a PostgreSQL crash (at most the last wal_writer_delay of
+	// them, and always a suffix of the commits: any later durable commit
+	// flushes every ack before it) only means its messages are delivered
+	// again, at least once. Pushes must not queue behind acks' fsyncs: at
+	// 1,000 puts a second they did (docs/benchmarks.md, "Acks that do not
+	// wait for the WAL flush"). The acks of a comb.txn commit with its
+	// pushes, durably.
+	DurableAcks bool
 	// QueueCacheTTL is how long a queue's settings are cached before they are
 	// read again; 0 means DefaultQueueCacheTTL. A configure on another bridge takes effect
 	// here within this time.
@@ -78,6 +88,12 @@ type Store struct {
 	popPool *pgxpool.Pool
 	log     *slog.Logger
 	ttl     time.Duration
+	// ackPlans opens the transaction of the acks that share a statement:
+	// keyedPlansSQL, and asyncCommitSQL unless Options.DurableAcks.
+	ackPlans string
+	// ackCommit opens the transaction of a request's acks applied in
+	// order: asyncCommit unless Options.DurableAcks.
+	ackCommit string
 
 	queueLimit func(tenant string) int64
 
@@ -183,8 +199,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		ttl = DefaultQueueCacheTTL
 	}
 	s := &Store{
-		log: log,
-		ttl: ttl,
+		log:      log,
+		ttl:      ttl,
+		ackPlans: keyedPlansSQL,
 
 		queueLimit: opts.MaxQueues,
 		queues:     map[domain.QueueRef]cachedQueue{},
@@ -202,6 +219,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	if !opts.DurablePops {
 		popCfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
+	}
+	if !opts.DurableAcks {
+		s.ackPlans, s.ackCommit = keyedPlansSQL+asyncCommitSQL, asyncCommit
 	}
 	// A pop statement takes about 2 ms to plan and 0.1 to 1 ms to run.
 	// PostgreSQL plans a prepared statement anew for each of its first
@@ -266,6 +286,14 @@ func (s *Store) Ping(ctx context.Context) error {
 const keyedPlansSQL = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true),
        set_config('enable_seqscan', 'off', true), set_config('enable_hashjoin', 'off', true),
        set_config('enable_mergejoin', 'off', true), set_config('enable_bitmapscan', 'off', true)`
+
+// asyncCommit makes its transaction commit without waiting for the WAL
+// flush (Options.DurableAcks); asyncCommitSQL does it as one more column
+// of keyedPlansSQL.
+const (
+	asyncCommit    = `SET LOCAL synchronous_commit = off`
+	asyncCommitSQL = `, set_config('synchronous_commit', 'off', true)`
+)
 
 type migration struct {
 	version int

@@ -109,7 +109,7 @@ func (s *Store) txn(ctx context.Context, p domain.TxnParams) (domain.TxnResult, 
 				}
 			}
 			for _, u := range units {
-				out, err := s.ackInOrder(ctx, tx, u.q, u.group, u.acks, u.ids)
+				out, err := s.ackInOrder(ctx, tx, u.q, u.group, u.acks, u.ids, "")
 				if err != nil {
 					return err
 				}

@@ -61,6 +61,8 @@ var warmMain = []warmStatement{
 	{name: "dedup remember", sql: insertDedupSetSQL, keyed: true,
 		args: []any{int64(0), int64(0), int64(0), []string{}, []int32{}}},
 	{name: "ack", sql: ackCompletedSQL, keyed: true},
+	// What opens an ack's transaction unless DurableAcks (Store.ackPlans).
+	{sql: keyedPlansSQL + asyncCommitSQL},
 	{name: "ready checks", sql: anyReadySQL, keyed: true},
 	{sql: preloadPartitionsSQL},
 	{sql: queueFiguresSQL},

@@ -66,6 +66,7 @@ func TestServeConfigEnvAndFlags(t *testing.T) {
 		"COMB_PUSH_WORKERS":   "7",
 		"COMB_BATCH_BYTES":    "2MB",
 		"COMB_DURABLE_POPS":   "true",
+		"COMB_DURABLE_ACKS":   "true",
 		"COMB_ROUTES":         "nats-route://a:6222, nats-route://b:6222",
 		"COMB_CLUSTER_NAME":   "shop",
 		"COMB_GC_PERCENT":     "250",
@@ -85,17 +86,19 @@ func TestServeConfigEnvAndFlags(t *testing.T) {
 	want.Bridge.PushWorkers = 7
 	want.Bridge.BatchBytes = 2 << 20
 	want.Postgres.DurablePops = true
+	want.Postgres.DurableAcks = true
 	want.NATS.Cluster.Routes = []string{"nats-route://a:6222", "nats-route://b:6222"}
 	want.NATS.Cluster.Name = "shop"
 	want.GCPercent, want.MemoryLimit = 250, 1<<30
 	require.Equal(t, want, cfg.Config)
 
 	// A flag wins over its variable, in either spelling.
-	cfg, err = parseServe([]string{"-prefix", "fromflag", "--pg-port=7000", "-log-level", "WARN", "-durable-pops=false"}, env, io.Discard)
+	cfg, err = parseServe([]string{"-prefix", "fromflag", "--pg-port=7000", "-log-level", "WARN", "-durable-pops=false", "-durable-acks=false"}, env, io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, "fromflag", cfg.Bridge.Prefix)
 	require.Equal(t, 7000, cfg.Postgres.Port)
 	require.False(t, cfg.Postgres.DurablePops)
+	require.False(t, cfg.Postgres.DurableAcks)
 	require.Equal(t, "/var/lib/comb", cfg.DataDir, "unset flags still come from the environment")
 	require.Equal(t, slog.LevelWarn, cfg.LogLevel)
 }

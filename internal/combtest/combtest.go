@@ -92,6 +92,7 @@ func (opts Options) Config(pgURL string) broker.Config {
 	cfg.Postgres.URL = pgURL
 	cfg.Postgres.MaxConns = opts.Store.MaxConns
 	cfg.Postgres.DurablePops = opts.Store.DurablePops
+	cfg.Postgres.DurableAcks = opts.Store.DurableAcks
 	// No warming (pg_warm): tests start brokers by the hundred, and it
 	// costs each about half a second of both cores; the broker's
 	// TestStartWarmsTheStore covers it.
