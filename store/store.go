@@ -58,8 +58,9 @@ type Options struct {
 	DurablePops bool
 	// DurableAcks makes an ack's commit wait for the WAL flush like a
 	// push does. Off by default, for the same reason as DurablePops: an
-	// ack lost in a PostgreSQL crash (at most the last wal_writer_delay of
-	// them, and always a suffix of the commits: any later durable commit
+	// ack lost in a PostgreSQL crash (at most those of the last three
+	// wal_writer_delay, PostgreSQL's bound on an asynchronous commit's
+	// risk, and always a suffix of the commits: any later durable commit
 	// flushes every ack before it) only means its messages are delivered
 	// again, at least once. Pushes must not queue behind acks' fsyncs: at
 	// 1,000 puts a second they did (docs/benchmarks.md, "Acks that do not
