@@ -253,12 +253,16 @@ func (b *Bridge) startPop(t *tenant, req micro.Request, ns bool) {
 		}
 		return
 	}
-	if b.pops.count.Add(1) > int64(b.cfg.MaxPops) {
+	// overloaded refuses the pop once it holds its place among MaxPops.
+	overloaded := func() {
 		b.pops.count.Add(-1)
 		if p.Wait > 0 {
 			t.quota.longPollDone()
 		}
 		b.overloaded(req, c)
+	}
+	if b.pops.count.Add(1) > int64(b.cfg.MaxPops) {
+		overloaded()
 		return
 	}
 	job := &popJob{call: c, req: p.Params, ns: ns}
@@ -280,11 +284,7 @@ func (b *Bridge) startPop(t *tenant, req micro.Request, ns bool) {
 	select {
 	case b.ackCh <- acks:
 	default:
-		b.pops.count.Add(-1)
-		if p.Wait > 0 {
-			t.quota.longPollDone()
-		}
-		b.overloaded(req, c)
+		overloaded()
 	}
 }
 
@@ -304,13 +304,19 @@ func (p *popper) acked(job *popJob, out domain.AckOutcome, n int) {
 	}
 	// An error, or results that fill the reply (a small max_payload):
 	// that is the answer, without a pop whose messages could not follow.
+	p.answer(job, nil, out.Err)
+}
+
+// answer ends a pop with its reply (msgs) or err. A long poll's place is
+// freed first, so that a client that polls again at once finds it free.
+func (p *popper) answer(job *popJob, msgs []domain.Message, err error) {
 	if !job.deadline.IsZero() {
 		job.call.t.quota.longPollDone()
 	}
-	if out.Err != nil {
-		p.b.respondError(job.call, out.Err)
+	if err != nil {
+		p.b.respondError(job.call, err)
 	} else {
-		p.reply(job, nil)
+		p.reply(job, msgs)
 	}
 	p.count.Add(-1)
 	p.b.finish(job.call)
@@ -383,10 +389,7 @@ func (p *popper) run(job *popJob) popFill {
 			}
 			if !time.Now().Before(job.deadline) {
 				p.detach(job.req.Queue)
-				job.call.t.quota.longPollDone()
-				p.reply(job, nil)
-				p.count.Add(-1)
-				p.b.finish(job.call)
+				p.answer(job, nil, nil)
 				return fillNone
 			}
 		}
@@ -449,20 +452,11 @@ func (p *popper) run(job *popJob) popFill {
 	if attached {
 		p.detach(job.req.Queue)
 	}
-	if waits {
-		// Before the reply: a client that polls again at once finds its
-		// place free.
-		job.call.t.quota.longPollDone()
-	}
 	fill := fillNone
-	if err != nil {
-		p.b.respondError(job.call, err)
-	} else {
+	if err == nil {
 		fill = fillOf(job.req, msgs)
-		p.reply(job, msgs)
 	}
-	p.count.Add(-1)
-	p.b.finish(job.call)
+	p.answer(job, msgs, err)
 	return fill
 }
 

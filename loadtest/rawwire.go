@@ -225,12 +225,9 @@ func (c *rawClient) popAcking(ctx context.Context, body []byte, wait time.Durati
 	if err != nil {
 		return out, nil, err
 	}
-	out, res, err := comb.DecodePopAckReply(reply, c.queue, out)
+	out, res, err := comb.DecodePopAckReply(reply, c.queue, len(acks), out)
 	if err != nil {
 		return out, nil, fmt.Errorf("pop %s: %w", c.queue, err)
-	}
-	if len(res) != len(acks) {
-		return out, nil, fmt.Errorf("pop %s: %d results for %d acks", c.queue, len(res), len(acks))
 	}
 	return out, res, nil
 }

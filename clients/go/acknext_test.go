@@ -61,7 +61,7 @@ func TestDecodePopAckReply(t *testing.T) {
 		Data: []byte(`{"x":1,"acks":[{"ok":false}]}`), Encoding: domain.EncodingJSON}}
 	reply, _ := wire.PopReply(msgs, 0)
 	reply = wire.AppendPopAcks(reply, wire.PopAcks([]domain.AckResult{{OK: true}, {Error: "lease expired"}}))
-	got, res, err := comb.DecodePopAckReply(reply, "q", nil)
+	got, res, err := comb.DecodePopAckReply(reply, "q", 2, nil)
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 	require.Equal(t, "q", got[0].Queue)
@@ -71,8 +71,10 @@ func TestDecodePopAckReply(t *testing.T) {
 	require.False(t, res[1].OK)
 	require.Error(t, res[1].Err())
 
-	_, _, err = comb.DecodePopAckReply([]byte(`{"messages":[]}`), "q", nil)
+	_, _, err = comb.DecodePopAckReply(reply, "q", 3, nil)
+	require.ErrorContains(t, err, "2 results for 3 acks")
+	_, _, err = comb.DecodePopAckReply([]byte(`{"messages":[]}`), "q", 1, nil)
 	require.ErrorContains(t, err, "no acks in the reply")
-	_, _, err = comb.DecodePopAckReply(nil, "q", nil)
+	_, _, err = comb.DecodePopAckReply(nil, "q", 1, nil)
 	require.Error(t, err)
 }

@@ -215,12 +215,9 @@ func (c *Client) AckAndPop(ctx context.Context, queue string, acks []Ack, opts P
 	if err := c.request(ctx, protocol.VerbPop, queue, rawBody(body), nil, opts.Wait, &reply); err != nil {
 		return nil, nil, err
 	}
-	out, res, err := DecodePopAckReply(reply, queue, nil)
+	out, res, err := DecodePopAckReply(reply, queue, len(acks), nil)
 	if err != nil {
 		return nil, nil, fmt.Errorf("comb: pop %s: %w", queue, err)
-	}
-	if len(res) != len(acks) {
-		return nil, nil, fmt.Errorf("comb: pop %s: %d results for %d acks", queue, len(res), len(acks))
 	}
 	return out, res, nil
 }

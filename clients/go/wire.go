@@ -60,13 +60,13 @@ func DecodePopReply(body []byte, queue string, out []Delivery) ([]Delivery, erro
 	return res, nil
 }
 
-// DecodePopAckReply reads the body of the reply of a pop that carried
+// DecodePopAckReply reads the body of the reply of a pop that carried n
 // acks (AckAndPop): the deliveries, appended to out as DecodePopReply
-// appends them, and one result per ack, in order. The broker writes the
-// acks' results last, and they hold no text of the messages, so the last
-// `,"acks":[` of the body is where they start, whatever the messages'
-// data holds.
-func DecodePopAckReply(body []byte, queue string, out []Delivery) ([]Delivery, []AckResult, error) {
+// appends them, and one result per ack, in order; a reply with another
+// number of results is an error. The broker writes the acks' results
+// last, and they hold no text of the messages, so the last `,"acks":[` of
+// the body is where they start, whatever the messages' data holds.
+func DecodePopAckReply(body []byte, queue string, n int, out []Delivery) ([]Delivery, []AckResult, error) {
 	const key = `,"acks":`
 	i := bytes.LastIndex(body, []byte(key+"["))
 	if i < 0 || body[len(body)-1] != '}' {
@@ -75,6 +75,9 @@ func DecodePopAckReply(body []byte, queue string, out []Delivery) ([]Delivery, [
 	res, err := DecodeAckReply(append([]byte(`{"results":`), body[i+len(key):]...))
 	if err != nil {
 		return out, nil, fmt.Errorf("acks: %w", err)
+	}
+	if len(res) != n {
+		return out, nil, fmt.Errorf("%d results for %d acks", len(res), n)
 	}
 	out, err = DecodePopReply(append(body[:i:i], '}'), queue, out)
 	if err != nil {
