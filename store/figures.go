@@ -43,16 +43,16 @@ type GroupFigures struct {
 // reads one queue's (queueGroupsSQL): the same statement, filtered.
 // groupPartitions joins each group g to every partition p of its queue
 // and to its cursor c there: NULLs where it has none yet (cursors are made
-// lazily, makeMissingCursors), which every figure reads as the oldest
-// retained message (greatest(c.committed, p.low_offset)), as cursorReady
-// does. The rows a group's figures are summed over.
+// lazily, makeMissingCursors), which every figure reads where groupAt
+// puts it: at the oldest retained message, or at the end for a group that
+// starts there. The rows a group's figures are summed over.
 const groupPartitions = `
 LEFT JOIN comb_partitions p ON p.queue_id = g.queue_id
 LEFT JOIN comb_cursors c ON c.partition_id = p.id AND c.group_name = g.name`
 
 const groupFiguresSelect = `
 SELECT q.tenant, q.name, g.name,
-       coalesce(sum(p.next_offset - greatest(c.committed, p.low_offset)), 0)::bigint,
+       coalesce(sum(p.next_offset - ` + groupAt + `), 0)::bigint,
        coalesce(extract(epoch FROM now() - min(o.created_at)), 0)::float8,
        count(*) FILTER (WHERE ` + liveLease + `),
        count(*) FILTER (WHERE c.lease_id IS NOT NULL AND c.lease_until <= now() AND NOT ` + isHeld + `)
@@ -60,8 +60,8 @@ FROM comb_groups g
 JOIN comb_queues q ON q.id = g.queue_id` + groupPartitions + `
 LEFT JOIN LATERAL (
     SELECT s.created_at FROM comb_segments s
-    WHERE p.next_offset > greatest(c.committed, p.low_offset)
-      AND s.partition_id = p.id AND s.base_offset <= greatest(c.committed, p.low_offset)
+    WHERE p.next_offset > ` + groupAt + `
+      AND s.partition_id = p.id AND s.base_offset <= ` + groupAt + `
     ORDER BY s.base_offset DESC LIMIT 1) o ON true
 `
 

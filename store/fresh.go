@@ -221,6 +221,10 @@ const (
 	// FOR KEY SHARE since lockFreshQueuesSQL, orders the two: a group made
 	// before it is seen here, and one made after it waits for this push to
 	// commit and then sees its partitions.
+	//
+	// A group that starts at the end (from_end) gets its cursor at 0 on
+	// each partition made: its missing cursor would be at the end, past
+	// what this push stores there.
 	insertFreshSQL = `
 		WITH i AS (
 		    INSERT INTO comb_partitions (id, queue_id, name, next_offset, retained_bytes, low_created_at)
@@ -236,6 +240,11 @@ const (
 		    WHERE next_offset > 0 AND EXISTS (SELECT 1 FROM comb_groups g WHERE g.queue_id = i.queue_id)
 		    ORDER BY id
 		    ON CONFLICT (partition_id, group_name) DO NOTHING
+		), c AS (
+		    INSERT INTO comb_cursors (partition_id, group_name, queue_id)
+		    SELECT i.id, g.name, i.queue_id FROM i JOIN comb_groups g ON g.queue_id = i.queue_id AND g.from_end
+		    ORDER BY i.id, g.name
+		    ON CONFLICT DO NOTHING
 		)
 		SELECT id FROM i`
 	insertFreshCursorsSQL = `

@@ -92,7 +92,9 @@ DELETE FROM comb_holds WHERE ctid = ANY(ARRAY(
 // retentionCandidatesSQL lists at most $1 partitions that retention may
 // shorten, with their queue's completed_retention_s and max_age_s and the
 // slowest group's committed offset (-1 with no group, or with a group that
-// has no cursor there yet: it is at the oldest message): those whose oldest
+// has no cursor there yet and is at the oldest message; a group that
+// starts at the end and has none there is at the partition's end, groupAt):
+// those whose oldest
 // retained segment is older than max_age_s, or older than
 // completed_retention_s with every group past its first offset. It reads
 // each queue's row and, for the queues with retention, only the partitions
@@ -113,7 +115,8 @@ CROSS JOIN LATERAL (SELECT p.* FROM comb_partitions p
     WHERE (x.ret > 0 OR x.age > 0) AND p.queue_id = q.id
       AND p.low_created_at < now() - least(nullif(x.ret, 0), nullif(x.age, 0)) * interval '1 second'
     OFFSET 0) p
-CROSS JOIN LATERAL (SELECT CASE WHEN ` + groupWithoutCursor + ` THEN -1 ELSE coalesce(min(c.committed), -1) END AS committed
+CROSS JOIN LATERAL (SELECT CASE WHEN ` + groupWithoutCursor + ` THEN -1 ELSE coalesce(min(c.committed),
+        CASE WHEN EXISTS (SELECT 1 FROM comb_groups g WHERE g.queue_id = p.queue_id) THEN p.next_offset ELSE -1 END) END AS committed
     FROM comb_cursors c WHERE c.partition_id = p.id) m
 WHERE (x.ret > 0 OR x.age > 0) AND p.next_offset > p.low_offset
   AND ((x.age > 0 AND p.low_created_at < now() - x.age * interval '1 second')
@@ -433,13 +436,32 @@ func (s *Store) Seek(ctx context.Context, req domain.SeekParams) (int, error) {
 		if _, err := tx.Exec(ctx, markReadySQL(start, ` AND ($3 = '' OR p.name = $3)`), args...); err != nil {
 			return err
 		}
+		// A group that starts at the end has its missing cursors there
+		// (from_end, migration 0017). A seek of every partition to the end
+		// leaves them so; any other writes them at the end and clears the
+		// flag first, so that what follows reads a missing cursor at the
+		// oldest retained message, as for any group.
+		var fromEnd bool
+		endAll := to.Kind == domain.StartNew && partition == ""
+		sql := `UPDATE comb_groups SET from_end = false WHERE queue_id = $1 AND name = $2 AND from_end RETURNING true`
+		if endAll {
+			sql = `SELECT true FROM comb_groups WHERE queue_id = $1 AND name = $2 AND from_end`
+		}
+		if err := tx.QueryRow(ctx, sql, q.ID, group).Scan(&fromEnd); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		if fromEnd && !endAll {
+			if _, err := tx.Exec(ctx, placeCursorsSQL(`p.next_offset`, ""), q.ID, group); err != nil {
+				return err
+			}
+		}
 		// A partition where the group has no cursor yet (they are made
 		// lazily, makeMissingCursors) gets one where the seek puts it past
 		// the oldest retained message, where a missing cursor reads; a
 		// seek to the oldest message makes none. The group's row FOR KEY
 		// SHARE first, as a pop that makes cursors takes it: a DeleteGroup
 		// waits, and leaves no cursor of the group behind.
-		if to.Kind != domain.StartAll {
+		if to.Kind != domain.StartAll && !(fromEnd && endAll) {
 			if _, err := tx.Exec(ctx, `SELECT 1 FROM comb_groups WHERE queue_id = $1 AND name = $2 FOR KEY SHARE`, q.ID, group); err != nil {
 				return err
 			}

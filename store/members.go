@@ -170,8 +170,9 @@ const (
 		ON CONFLICT (queue_id, name) DO NOTHING`
 	// partitionsByNameSQL reads the ids of queue $1's partitions $2.
 	partitionsByNameSQL = `SELECT name, id FROM comb_partitions WHERE queue_id = $1 AND name = ANY($2)`
-	// insertGroupSQL creates group $2 of queue $1 unless it exists.
-	insertGroupSQL = `INSERT INTO comb_groups (queue_id, name) VALUES ($1, $2) ON CONFLICT DO NOTHING`
+	// insertGroupSQL creates group $2 of queue $1 unless it exists; $3
+	// says it starts at the end (from_end, migration 0017).
+	insertGroupSQL = `INSERT INTO comb_groups (queue_id, name, from_end) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`
 )
 
 // lockQueue takes the queue row's lock in mode (FOR KEY SHARE or FOR
@@ -191,7 +192,10 @@ func lockQueue(ctx context.Context, tx pgx.Tx, q queueRow, mode string) error {
 // message, and none elsewhere (a missing cursor is at the oldest retained
 // message, cursorReady; a pop makes it when it first finds messages there,
 // makeMissingCursors). A group that starts at the oldest message writes no
-// cursor at all, however many partitions the queue has.
+// cursor at all, however many partitions the queue has, and neither does
+// one that starts at the end: its missing cursors are at the end
+// (comb_groups.from_end, migration 0017), and each push writes the
+// cursor of such a group where it stores (allocOffsetsSQL).
 func (s *Store) ensureGroup(ctx context.Context, q queueRow, group string, from domain.Start) error {
 	k := groupKey{q.ID, group}
 	s.mu.Lock()
@@ -236,18 +240,20 @@ func (s *Store) makeGroup(ctx context.Context, q queueRow, group string, from do
 		if err := lockQueue(ctx, tx, q, "FOR UPDATE"); err != nil {
 			return err
 		}
-		tag, err := tx.Exec(ctx, insertGroupSQL, q.ID, group)
-		if err != nil || tag.RowsAffected() == 0 {
-			return err // exists already: its cursors were made with it
+		tag, err := tx.Exec(ctx, insertGroupSQL, q.ID, group, from.Kind == domain.StartNew)
+		if err != nil || tag.RowsAffected() == 0 || from.Kind == domain.StartNew {
+			// Exists already: its cursors were made with it. Or it starts
+			// at the end, where its missing cursors are (from_end), and
+			// the pushes after it write them (allocOffsetsSQL).
+			return err
 		}
 		// The partitions where the group starts short of the end join the
 		// ready set first (its rows before cursors, see ready.go). A group
-		// that starts at the end starts short of it nowhere: reading every
-		// partition to find none took 0.38 s at 300,000 of them.
-		if from.Kind != domain.StartNew {
-			if _, err := tx.Exec(ctx, markReadySQL(start, ""), args...); err != nil {
-				return err
-			}
+		// that starts at the end starts short of it nowhere and wrote
+		// nothing more: reading every partition to find none took 0.38 s
+		// at 300,000 of them, and its cursors there 5-7 s at a million.
+		if _, err := tx.Exec(ctx, markReadySQL(start, ""), args...); err != nil {
+			return err
 		}
 		if from.Kind == domain.StartAll {
 			return nil // where every missing cursor is

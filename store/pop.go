@@ -111,6 +111,26 @@ func cursorReady(end string) string {
 	return end + ` > greatest(c.committed, p.low_offset) AND (c.lease_id IS NULL OR c.lease_until < now())`
 }
 
+// notMissingAtEnd is the condition of a cursor c of group on queue qid,
+// read through a LEFT JOIN, that it is not the missing cursor of a group
+// that starts at the end (comb_groups.from_end, migration 0017): that one
+// is at its partition's end, with nothing to pop, where cursorReady reads
+// every missing cursor at the oldest retained message. A statement that
+// reads missing cursors ANDs it to cursorReady. Its subquery does not
+// depend on the row: PostgreSQL runs it once, and only if a cursor is
+// missing.
+func notMissingAtEnd(qid, group string) string {
+	return `(c.partition_id IS NOT NULL OR NOT EXISTS (
+        SELECT 1 FROM comb_groups g WHERE g.queue_id = ` + qid + ` AND g.name = ` + group + ` AND g.from_end))`
+}
+
+// groupAt is where group g stands on partition p, c being its cursor
+// there or NULLs (a LEFT JOIN): its committed offset; without one, the
+// partition's end for a group that starts at the end (from_end, migration
+// 0017), the oldest retained message for any other. The figures of groups
+// and the ready set's upkeep read it.
+const groupAt = `greatest(coalesce(c.committed, CASE WHEN g.from_end THEN p.next_offset END), p.low_offset)`
+
 // groupMayPop is the test that a pop of group (an SQL expression) on the
 // queue whose id is qid may find messages: one of its cursors is ready at
 // its partition's end. It leaves out holds and queue delays, so it may say
@@ -122,7 +142,7 @@ func cursorReady(end string) string {
 func groupMayPop(qid, group string) string {
 	return `EXISTS (
         SELECT 1 FROM ` + readyCursors(qid, group, readyRows{}) + `
-        WHERE ` + cursorReady(`p.next_offset`) + `)`
+        WHERE ` + cursorReady(`p.next_offset`) + ` AND ` + notMissingAtEnd(qid, group) + `)`
 }
 
 // readyCursors joins the partitions y of queue qid's ready rows of group
@@ -236,6 +256,7 @@ WITH one AS (
     SELECT p.id AS partition_id, NOT EXISTS (
         SELECT 1 FROM comb_cursors c WHERE c.partition_id = p.id AND c.group_name = $2) AS missing
     FROM comb_partitions p WHERE p.id = $3 AND p.next_offset > p.low_offset
+      AND NOT EXISTS (SELECT 1 FROM comb_groups g WHERE g.queue_id = $1 AND g.name = $2 AND g.from_end)
 ), `+makeMissingCursors(`one`)+`, cand AS (
     SELECT c.partition_id, greatest(c.committed, p.low_offset) AS committed, c.delivered_upto,
            r.next_offset, p.name
@@ -276,9 +297,9 @@ func popScan(end, where string) string {
 		return fmt.Sprintf(`SELECT p.id AS partition_id, c.leased_at, p.name, c.partition_id IS NULL AS missing
     FROM %s
     CROSS JOIN LATERAL (SELECT %s AS next_offset) r
-    WHERE %s AND %s
+    WHERE %s AND %s AND %s
     ORDER BY %s
-    LIMIT $4 + %d`, from, end, cond, cursorReady(`r.next_offset`), order, readyReportMax)
+    LIMIT $4 + %d`, from, end, cond, cursorReady(`r.next_offset`), notMissingAtEnd(`$1`, `$2`), order, readyReportMax)
 	}
 	var ready string
 	if where != anyPartition {

@@ -450,6 +450,15 @@ var (
 	// puts the partitions in the ready set (ready.go), each by its row for
 	// any group (the sweeper spreads it to the groups), while it holds
 	// their rows' locks: a partition already there costs one index probe.
+	// A group that starts at the end (from_end, migration 0017) and has no
+	// cursor on a partition is at its end; before the push moves the end,
+	// it writes that cursor where the push starts, under the same lock, so
+	// that the group gets what the push stores. It takes the group's row
+	// FOR KEY SHARE as it does, as a pop that makes cursors does
+	// (makeMissingCursors): a DeleteGroup waits for the push, and then
+	// deletes that cursor too. A group made while the push runs, which
+	// this statement does not see, gets none: it takes the push as one
+	// before it, and skips what it stores.
 	allocOffsetsSQL = `
 		WITH u AS (
 		    UPDATE comb_partitions p
@@ -462,6 +471,16 @@ var (
 		), r AS (
 		    INSERT INTO comb_ready (partition_id, group_name, queue_id) SELECT id, ` + anyGroup + `, queue_id FROM u ORDER BY id
 		    ON CONFLICT (partition_id, group_name) DO NOTHING
+		), m AS (
+		    INSERT INTO comb_cursors (partition_id, group_name, queue_id, committed)
+		    SELECT u.id, g.name, u.queue_id, u.base
+		    FROM u CROSS JOIN LATERAL (
+		        SELECT g.name FROM comb_groups g
+		        WHERE g.queue_id = u.queue_id AND g.from_end
+		          AND NOT EXISTS (SELECT 1 FROM comb_cursors c WHERE c.partition_id = u.id AND c.group_name = g.name)
+		        FOR KEY SHARE) g
+		    ORDER BY u.id, g.name
+		    ON CONFLICT DO NOTHING
 		)
 		SELECT id, base FROM u`
 	// The INSERT runs after the UPDATE in the same transaction, so it reads

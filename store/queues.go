@@ -290,9 +290,9 @@ func (s *Store) Info(ctx context.Context, params domain.InfoParams) (domain.Info
 		if !params.Groups.Done {
 			rows, err := tx.Query(ctx, `
 				SELECT g.name,
-				       coalesce(sum(p.next_offset - greatest(c.committed, p.low_offset)), 0)::bigint,
+				       coalesce(sum(p.next_offset - `+groupAt+`), 0)::bigint,
 				       count(*) FILTER (WHERE `+liveLease+`)
-				FROM (SELECT queue_id, name FROM comb_groups
+				FROM (SELECT queue_id, name, from_end FROM comb_groups
 				      WHERE queue_id = $1 AND name > $2 ORDER BY name LIMIT $3) g`+groupPartitions+`
 				GROUP BY g.name ORDER BY g.name`, q.ID, params.Groups.After, limit)
 			if err != nil {
@@ -325,7 +325,7 @@ func (s *Store) List(ctx context.Context, params domain.ListParams) (domain.Queu
 		       (SELECT coalesce(sum(p.retained_bytes), 0)::bigint FROM comb_partitions p WHERE p.queue_id = q.id),
 		       (SELECT count(*) FROM comb_groups g WHERE g.queue_id = q.id),
 		       (SELECT coalesce(max(pending), 0)::bigint FROM (
-		            SELECT sum(p.next_offset - greatest(c.committed, p.low_offset)) AS pending
+		            SELECT sum(p.next_offset - `+groupAt+`) AS pending
 		            FROM comb_groups g`+groupPartitions+`
 		            WHERE g.queue_id = q.id GROUP BY g.name) g)
 		FROM (SELECT id, name FROM comb_queues WHERE tenant = $1 AND name > $2 ORDER BY name LIMIT $3) q

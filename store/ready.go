@@ -26,7 +26,8 @@ WHERE q.id IS NULL
    OR (k.part = '' AND ` + groupMayPop(`q.id`, `k.grp`) + `)
    OR (k.part <> '' AND EXISTS (
         SELECT 1 FROM comb_partitions p LEFT JOIN comb_cursors c ON c.partition_id = p.id AND c.group_name = k.grp
-        WHERE p.queue_id = q.id AND p.name = k.part AND ` + cursorReady(`p.next_offset`) + `))`
+        WHERE p.queue_id = q.id AND p.name = k.part AND ` + cursorReady(`p.next_offset`) + `
+          AND ` + notMissingAtEnd(`q.id`, `k.grp`) + `))`
 
 // AnyReady reports, for each check, whether a pop of it may find messages
 // now (see anyReadySQL): the safety net of parked long polls, one
@@ -70,7 +71,8 @@ func (s *Store) AnyReady(ctx context.Context, checks []domain.ReadyCheck) ([]boo
 // Its invariant, pinned by TestReadySetCoversReadyCursors: at every
 // commit, each group's cursor short of its partition's next_offset has
 // its row or the partition's anyGroup row; a group's missing cursor
-// (makeMissingCursors) counts as one at the oldest retained message.
+// (makeMissingCursors) counts as one at the oldest retained message, or
+// at the end for a group that starts there (groupAt, migration 0017).
 // Only three things put a cursor short of its end, and each writes a row
 // in its own transaction:
 //   - a push (allocOffsetsSQL), the anyGroup row, under the partition
@@ -111,18 +113,20 @@ func markReadySQL(start, where string) string {
 // that the group cannot pop there until a push, a seek or its making
 // writes a row again: its cursor is at p's end, or the group is gone. A
 // group with no cursor there (they are made lazily, see
-// makeMissingCursors) is at the oldest retained message.
+// makeMissingCursors) is at the oldest retained message, or at p's end if
+// it starts at the end (groupAt).
 const caughtUp = `NOT EXISTS (
         SELECT 1 FROM comb_groups g
         LEFT JOIN comb_cursors c ON c.partition_id = p.id AND c.group_name = g.name
         WHERE g.queue_id = p.queue_id AND g.name = r.group_name
-          AND greatest(c.committed, p.low_offset) < p.next_offset)`
+          AND ` + groupAt + ` < p.next_offset)`
 
 // groupWithoutCursor is the condition that some group of partition p's
 // queue has no cursor on p yet (cursors are made lazily,
-// makeMissingCursors): that group is at p's oldest retained message.
+// makeMissingCursors) and is at p's oldest retained message: not one that
+// starts at the end (from_end), whose missing cursor is at p's end.
 const groupWithoutCursor = `EXISTS (
-        SELECT 1 FROM comb_groups g WHERE g.queue_id = p.queue_id AND NOT EXISTS (
+        SELECT 1 FROM comb_groups g WHERE g.queue_id = p.queue_id AND NOT g.from_end AND NOT EXISTS (
             SELECT 1 FROM comb_cursors o WHERE o.partition_id = p.id AND o.group_name = g.name))`
 
 // staleReadySQL reads the ready rows of a window of at most $1
@@ -282,7 +286,7 @@ INSERT INTO comb_ready (partition_id, group_name, queue_id)
 SELECT p.id, g.name, p.queue_id
 FROM comb_partitions p JOIN comb_groups g ON g.queue_id = p.queue_id
 LEFT JOIN comb_cursors c ON c.partition_id = p.id AND c.group_name = g.name
-WHERE p.id = ANY($1) AND greatest(c.committed, p.low_offset) < p.next_offset
+WHERE p.id = ANY($1) AND ` + groupAt + ` < p.next_offset
 ORDER BY p.id, g.name
 ON CONFLICT (partition_id, group_name) DO NOTHING`
 	deleteSpreadSQL = `DELETE FROM comb_ready WHERE partition_id = ANY($1) AND group_name = ` + anyGroup

@@ -22,7 +22,8 @@ import (
 // queue, a missing one (cursors are made lazily) at offset 0, as the store
 // reads it (cursorReady).
 const groupCursorsSQL = `(
-    SELECT p.id AS partition_id, g.name AS group_name, coalesce(c.committed, 0) AS committed
+    SELECT p.id AS partition_id, g.name AS group_name,
+           coalesce(c.committed, CASE WHEN g.from_end THEN p.next_offset ELSE 0 END) AS committed
     FROM comb_groups g JOIN comb_partitions p ON p.queue_id = g.queue_id
     LEFT JOIN comb_cursors c ON c.partition_id = p.id AND c.group_name = g.name)`
 

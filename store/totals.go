@@ -56,9 +56,9 @@ func (s *Store) Totals(ctx context.Context, limit int) ([]QueueTotals, error) {
 		    WHERE queue_id IN (SELECT id FROM q) GROUP BY queue_id
 		), g AS (
 		    SELECT g.queue_id, g.name,
-		           coalesce(sum(greatest(c.delivered_upto + 1, c.committed, p.low_offset)), 0) AS popped,
-		           coalesce(sum(greatest(c.committed, p.low_offset)), 0) AS settled,
-		           coalesce(sum(p.next_offset - greatest(c.committed, p.low_offset)), 0) AS pending,
+		           coalesce(sum(greatest(c.delivered_upto + 1, `+groupAt+`)), 0) AS popped,
+		           coalesce(sum(`+groupAt+`), 0) AS settled,
+		           coalesce(sum(p.next_offset - `+groupAt+`), 0) AS pending,
 		           count(*) FILTER (WHERE `+liveLease+`) AS leased
 		    FROM comb_groups g`+groupPartitions+`
 		    WHERE g.queue_id IN (SELECT id FROM q)

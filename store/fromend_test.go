@@ -1,0 +1,258 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/combmq/comb/domain"
+	"github.com/combmq/comb/store"
+)
+
+// A group that starts at the end (from "new") writes no cursor when it is
+// made: its missing cursors are at their partitions' ends
+// (comb_groups.from_end, migration 0017), and each push writes the
+// group's cursor where it stores, at its first offset.
+
+// TestGroupFromTheEndWritesNoCursor: on 50 partitions with retained
+// messages, a group from the end writes no cursor and no ready row, finds
+// nothing by any path (any partition, a named one, the safety check of
+// long polls), is behind nowhere in its figures, and then gets exactly
+// what is pushed after it: on an old partition from where the push
+// started, on a partition the push makes from its first message.
+func TestGroupFromTheEndWritesNoCursor(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx := ctxT(t)
+	q := domain.Global("end")
+	for i := range 50 {
+		pushN(t, st, "end", "p"+strconv.Itoa(i), 0, 2)
+	}
+	newGroup(t, st, "end", "all", domain.Start{})
+	newGroup(t, st, "end", "n", domain.Start{Kind: domain.StartNew})
+	require.Zero(t, groupCursors(t, st, "end", "n"))
+	require.Zero(t, count(t, st, `SELECT count(*) FROM comb_ready WHERE group_name = 'n'`))
+	sweepAll(t, st)
+	require.Zero(t, count(t, st, `SELECT count(*) FROM comb_ready WHERE group_name = 'n'`), "the sweeper spreads no push's row to it")
+
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: q, Group: "n", Max: 100, Partitions: 50})
+	require.NoError(t, err)
+	require.Empty(t, ms)
+	ms, err = st.Pop(ctx, domain.PopParams{Queue: q, Group: "n", Partition: "p7", Max: 100})
+	require.NoError(t, err)
+	require.Empty(t, ms, "a named partition too")
+	require.Zero(t, groupCursors(t, st, "end", "n"), "and no pop made a cursor")
+	ready, err := st.AnyReady(ctx, []domain.ReadyCheck{
+		{Queue: q, Group: "n"}, {Queue: q, Group: "n", Partition: "p7"},
+		{Queue: q, Group: "all"}, {Queue: q, Group: "all", Partition: "p7"},
+	})
+	require.NoError(t, err)
+	require.Equal(t, []bool{false, false, true, true}, ready)
+	info, err := st.Info(ctx, domain.InfoParams{Queue: q, Limit: 10})
+	require.NoError(t, err)
+	require.Equal(t, []domain.GroupInfo{{Name: "all", Pending: 100}, {Name: "n"}}, info.Groups)
+	totals, err := st.Totals(ctx, 10)
+	require.NoError(t, err)
+	for _, g := range totals[0].Groups {
+		if g.Name == "n" {
+			require.Equal(t, store.GroupTotals{Name: "n", Popped: 100, Settled: 100}, g, "at the end of every partition")
+		}
+	}
+
+	require.Equal(t, []int64{2}, pushN(t, st, "end", "p3", 2, 1))
+	require.Equal(t, []int64{0, 1}, pushN(t, st, "end", "fresh", 0, 2))
+	require.Equal(t, 2, groupCursors(t, st, "end", "n"), "the pushes wrote its cursors where they stored")
+	ms, err = st.Pop(ctx, domain.PopParams{Queue: q, Group: "n", Max: 100, Partitions: 50, AutoAck: true})
+	require.NoError(t, err)
+	got := map[string][]int64{}
+	for _, m := range ms {
+		got[m.Partition] = append(got[m.Partition], m.Offset)
+	}
+	require.Equal(t, map[string][]int64{"p3": {2}, "fresh": {0, 1}}, got)
+}
+
+// TestSeekOfAGroupFromTheEnd: a seek of every partition to the end keeps
+// the group's missing cursors (it writes none); a seek of one partition
+// back to the oldest message writes the others' cursors at the end
+// first, so that only that partition goes back.
+func TestSeekOfAGroupFromTheEnd(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx := ctxT(t)
+	q := domain.Global("seek")
+	for i := range 5 {
+		pushN(t, st, "seek", "p"+strconv.Itoa(i), 0, 2)
+	}
+	newGroup(t, st, "seek", "n", domain.Start{Kind: domain.StartNew})
+	pushN(t, st, "seek", "p0", 2, 1)
+	require.Equal(t, 1, groupCursors(t, st, "seek", "n"))
+
+	moved, err := st.Seek(ctx, domain.SeekParams{Queue: q, Group: "n", To: domain.Start{Kind: domain.StartNew}})
+	require.NoError(t, err)
+	require.Equal(t, 5, moved)
+	require.Equal(t, 1, groupCursors(t, st, "seek", "n"), "a seek to the end writes no cursor")
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: q, Group: "n", Max: 100, Partitions: 5})
+	require.NoError(t, err)
+	require.Empty(t, ms, "p0's message is behind it now")
+
+	_, err = st.Seek(ctx, domain.SeekParams{Queue: q, Group: "n", Partition: "p3", To: domain.Start{Kind: domain.StartAll}})
+	require.NoError(t, err)
+	require.Equal(t, 5, groupCursors(t, st, "seek", "n"))
+	require.Zero(t, count(t, st, `SELECT count(*) FROM comb_groups WHERE name = 'n' AND from_end`))
+	ms, err = st.Pop(ctx, domain.PopParams{Queue: q, Group: "n", Max: 100, Partitions: 5})
+	require.NoError(t, err)
+	require.Equal(t, []string{"0", "1"}, datas(ms))
+	require.Equal(t, "p3", ms[0].Partition)
+}
+
+// TestRetentionPassesAGroupFromTheEnd: a group from the end with no
+// cursor on a partition holds none of its messages back from
+// completed_retention_s; the partition it has a cursor on, short of its
+// end, keeps what the group has not settled.
+func TestRetentionPassesAGroupFromTheEnd(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx := ctxT(t)
+	q := domain.Global("ret")
+	pushN(t, st, "ret", "a", 0, 3)
+	pushN(t, st, "ret", "b", 0, 3)
+	newGroup(t, st, "ret", "n", domain.Start{Kind: domain.StartNew})
+	pushN(t, st, "ret", "b", 3, 1)
+	configure(t, st, "ret", domain.ConfigPatch{CompletedRetentionS: i64(1)})
+	require.Eventually(t, func() bool {
+		_, err := st.Sweep(ctx)
+		require.NoError(t, err)
+		info, err := st.Info(ctx, domain.InfoParams{Queue: q, Limit: 10})
+		require.NoError(t, err)
+		return info.Messages == 1
+	}, 20*time.Second, 100*time.Millisecond, "a's three and b's first three go; b's fourth is the group's")
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: q, Group: "n", Max: 10, Partitions: 2})
+	require.NoError(t, err)
+	require.Equal(t, []string{"3"}, datas(ms))
+}
+
+// TestGroupFromTheEndBesidePushes: groups from the end made while pushes
+// run, each on its own partitions and in one push's stream, get a suffix
+// of every partition with no gap: none of a push answered before the
+// group was asked for, all of every push asked for after it was made.
+// Pushes that overlap its making may fall on either side, but no
+// partition loses a message in the middle. Then deleting the groups
+// beside more pushes leaves no cursor behind.
+func TestGroupFromTheEndBesidePushes(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx := ctxT(t)
+	q := domain.Global("beside")
+	const parts, pushers, groups = 8, 4, 6
+	type span struct {
+		start, end time.Time
+		part       string
+		offs       []int64
+	}
+	var (
+		mu    sync.Mutex
+		spans []span
+		stop  atomic.Bool
+		wg    sync.WaitGroup
+	)
+	for w := range pushers {
+		wg.Go(func() {
+			for i := 0; !stop.Load(); i++ {
+				part := "p" + strconv.Itoa((w+i)%parts)
+				if i%7 == 6 {
+					part = fmt.Sprintf("new-%d-%d", w, i) // a partition this push makes
+				}
+				r := domain.PushParams{Queue: q}
+				for k := range 1 + i%3 {
+					r.Messages = append(r.Messages, domain.PushMessage{Partition: part, Data: []byte(strconv.Itoa(k)), Encoding: domain.EncodingJSON})
+				}
+				start := time.Now()
+				outs, err := st.Push(ctx, []domain.PushParams{r})
+				end := time.Now()
+				if err != nil || outs[0].Err != nil {
+					t.Errorf("push: %v %v", err, outs)
+					return
+				}
+				sp := span{start: start, end: end, part: part}
+				for _, res := range outs[0].Results {
+					sp.offs = append(sp.offs, res.Offset)
+				}
+				mu.Lock()
+				spans = append(spans, sp)
+				mu.Unlock()
+			}
+		})
+	}
+	made := make([]struct{ asked, answered time.Time }, groups)
+	for g := range groups {
+		time.Sleep(30 * time.Millisecond)
+		made[g].asked = time.Now()
+		newGroup(t, st, "beside", "g"+strconv.Itoa(g), domain.Start{Kind: domain.StartNew})
+		made[g].answered = time.Now()
+	}
+	time.Sleep(30 * time.Millisecond)
+	stop.Store(true)
+	wg.Wait()
+
+	for g := range groups {
+		name := "g" + strconv.Itoa(g)
+		got := map[string][]int64{}
+		for {
+			ms, err := st.Pop(ctx, domain.PopParams{Queue: q, Group: name, Max: 1000, Partitions: 1000, AutoAck: true})
+			require.NoError(t, err)
+			if len(ms) == 0 {
+				break
+			}
+			for _, m := range ms {
+				got[m.Partition] = append(got[m.Partition], m.Offset)
+			}
+		}
+		next := map[string]int64{}
+		for _, sp := range spans {
+			next[sp.part] = max(next[sp.part], sp.offs[len(sp.offs)-1]+1)
+		}
+		for part, offs := range got {
+			slices.Sort(offs)
+			for i, o := range offs {
+				require.Equal(t, offs[0]+int64(i), o, "%s on %s: a gap", name, part)
+			}
+			require.Equal(t, next[part]-1, offs[len(offs)-1], "%s on %s: a suffix", name, part)
+		}
+		for _, sp := range spans {
+			seen := len(got[sp.part]) > 0 && got[sp.part][0] <= sp.offs[0]
+			if sp.end.Before(made[g].asked) {
+				require.False(t, seen, "%s got a push answered before it was asked for", name)
+			}
+			if sp.start.After(made[g].answered) {
+				require.True(t, seen, "%s missed a push asked for after it was made", name)
+			}
+		}
+	}
+
+	// Deleting them beside pushes leaves none of their cursors.
+	stop.Store(false)
+	for w := range pushers {
+		wg.Go(func() {
+			for i := 0; !stop.Load(); i++ {
+				if _, err := st.Push(context.Background(), []domain.PushParams{{Queue: q, Messages: []domain.PushMessage{
+					{Partition: "p" + strconv.Itoa((w+i)%parts), Data: []byte(`1`), Encoding: domain.EncodingJSON}}}}); err != nil {
+					t.Errorf("push: %v", err)
+					return
+				}
+			}
+		})
+	}
+	for g := range groups {
+		require.NoError(t, st.DeleteGroup(ctx, q, "g"+strconv.Itoa(g)))
+	}
+	stop.Store(true)
+	wg.Wait()
+	require.Zero(t, count(t, st, orphanCursorsSQL))
+}

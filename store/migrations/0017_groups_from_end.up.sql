@@ -1,0 +1,18 @@
+-- A group that starts at the end (from "new") writes no cursor when it is
+-- made: from_end says that its missing cursor on a partition is at the
+-- partition's end, where the others' is at its oldest retained message
+-- (migration 0013). Every push keeps that true as it stores: before it
+-- allocates offsets on a partition where such a group has no cursor, it
+-- writes the group's cursor there at the push's first offset
+-- (store/push.go, allocOffsetsSQL), and a partition a push makes gets it
+-- at 0 (store/fresh.go, insertFreshSQL). A missing cursor of such a group
+-- thus only ever stands on messages older than the group. Making one on a
+-- million partitions with retained messages wrote a million cursors and
+-- took 5-7 s (docs/benchmarks.md, "Making partitions"); it writes one row
+-- now. A seek of such a group writes the missing cursors at the end and
+-- clears the flag first (store/lifecycle.go, Seek).
+--
+-- A broker older than this reads such a group's missing cursor at the
+-- oldest retained message: it would deliver what the group skipped. Do
+-- not mix brokers of both sides of it (docs/operations.md).
+ALTER TABLE comb_groups ADD COLUMN from_end boolean NOT NULL DEFAULT false;
