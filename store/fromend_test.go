@@ -33,16 +33,22 @@ func TestGroupFromTheEndWritesNoCursor(t *testing.T) {
 	ctx := ctxT(t)
 	q := domain.Global("end")
 	for i := range 50 {
-		pushN(t, st, "end", "p"+strconv.Itoa(i), 0, 2)
+		pushN(t, st, "end", "p"+strconv.Itoa(i), 0, 1)
 	}
 	newGroup(t, st, "end", "all", domain.Start{})
+	for i := range 50 { // with a group there, each writes a ready row for any group
+		pushN(t, st, "end", "p"+strconv.Itoa(i), 1, 1)
+	}
 	newGroup(t, st, "end", "n", domain.Start{Kind: domain.StartNew})
 	require.Zero(t, groupCursors(t, st, "end", "n"))
 	require.Zero(t, count(t, st, `SELECT count(*) FROM comb_ready WHERE group_name = 'n'`))
+	// Before a sweep, the pushes' rows (for any group) are in the ready set.
+	ms, err := st.Pop(ctx, domain.PopParams{Queue: q, Group: "n", Max: 100, Partitions: 50})
+	require.NoError(t, err)
+	require.Empty(t, ms)
 	sweepAll(t, st)
 	require.Zero(t, count(t, st, `SELECT count(*) FROM comb_ready WHERE group_name = 'n'`), "the sweeper spreads no push's row to it")
-
-	ms, err := st.Pop(ctx, domain.PopParams{Queue: q, Group: "n", Max: 100, Partitions: 50})
+	ms, err = st.Pop(ctx, domain.PopParams{Queue: q, Group: "n", Max: 100, Partitions: 50})
 	require.NoError(t, err)
 	require.Empty(t, ms)
 	ms, err = st.Pop(ctx, domain.PopParams{Queue: q, Group: "n", Partition: "p7", Max: 100})
