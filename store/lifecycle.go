@@ -93,10 +93,10 @@ DELETE FROM comb_holds WHERE ctid = ANY(ARRAY(
 // shorten, with their queue's completed_retention_s and max_age_s and the
 // slowest group's committed offset (-1 with no group, or with a group that
 // has no cursor there yet and is at the oldest message; a group that
-// starts at the end and has none there is at the partition's end, groupAt):
-// those whose oldest
-// retained segment is older than max_age_s, or older than
-// completed_retention_s with every group past its first offset. It reads
+// starts at the end and has none there is at the partition's end,
+// groupAt): those whose oldest retained segment is older than max_age_s,
+// or older than completed_retention_s with every group past its first
+// offset. It reads
 // each queue's row and, for the queues with retention, only the partitions
 // whose low_created_at is old enough, through the index: its cost follows
 // the queues and what may be deleted, not the partitions. The partitions
@@ -443,11 +443,11 @@ func (s *Store) Seek(ctx context.Context, req domain.SeekParams) (int, error) {
 		// oldest retained message, as for any group.
 		var fromEnd bool
 		endAll := to.Kind == domain.StartNew && partition == ""
-		sql := `UPDATE comb_groups SET from_end = false WHERE queue_id = $1 AND name = $2 AND from_end RETURNING true`
+		stmt := `UPDATE comb_groups SET from_end = false WHERE queue_id = $1 AND name = $2 AND from_end RETURNING true`
 		if endAll {
-			sql = `SELECT true FROM comb_groups WHERE queue_id = $1 AND name = $2 AND from_end`
+			stmt = `SELECT true FROM comb_groups WHERE queue_id = $1 AND name = $2 AND from_end`
 		}
-		if err := tx.QueryRow(ctx, sql, q.ID, group).Scan(&fromEnd); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		if err := tx.QueryRow(ctx, stmt, q.ID, group).Scan(&fromEnd); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
 		if fromEnd && !endAll {

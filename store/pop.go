@@ -116,9 +116,9 @@ func cursorReady(end string) string {
 // that starts at the end (comb_groups.from_end, migration 0017): that one
 // is at its partition's end, with nothing to pop, where cursorReady reads
 // every missing cursor at the oldest retained message. A statement that
-// reads missing cursors ANDs it to cursorReady. Its subquery does not
-// depend on the row: PostgreSQL runs it once, and only if a cursor is
-// missing.
+// reads missing cursors ANDs it to cursorReady. With qid and group
+// parameters, its subquery does not depend on the row: PostgreSQL runs it
+// once, and only if a cursor is missing.
 func notMissingAtEnd(qid, group string) string {
 	return `(c.partition_id IS NOT NULL OR NOT EXISTS (
         SELECT 1 FROM comb_groups g WHERE g.queue_id = ` + qid + ` AND g.name = ` + group + ` AND g.from_end))`

@@ -76,7 +76,8 @@ func (s *Store) AnyReady(ctx context.Context, checks []domain.ReadyCheck) ([]boo
 // Only three things put a cursor short of its end, and each writes a row
 // in its own transaction:
 //   - a push (allocOffsetsSQL), the anyGroup row, under the partition
-//     row's lock it holds (it does not read the groups); for a partition
+//     row's lock it holds (it reads no group but those that start at the
+//     end, whose cursors it writes where it starts); for a partition
 //     the push makes (insertFreshSQL), only if the queue has a group,
 //     read under the queue row's lock FOR KEY SHARE, which a new group
 //     waits for: a queue with no group has no cursor to cover;
