@@ -29,6 +29,10 @@ var (
 
 const RetentionCandidatesSQL = retentionCandidatesSQL
 
+// SetMarkWindow sets how many partitions a step of a new group's marking
+// reads (markWindowSize), so that tests mark in several steps.
+func (s *Store) SetMarkWindow(n int) { s.markWindow = n }
+
 // PartitionsByNameSQL looks partitions up by name.
 const PartitionsByNameSQL = partitionsByNameSQL
 

@@ -132,13 +132,7 @@ func TestRetentionPassesAGroupFromTheEnd(t *testing.T) {
 	newGroup(t, st, "ret", "n", domain.Start{Kind: domain.StartNew})
 	pushN(t, st, "ret", "b", 3, 1)
 	configure(t, st, "ret", domain.ConfigPatch{CompletedRetentionS: i64(1)})
-	require.Eventually(t, func() bool {
-		_, err := st.Sweep(ctx)
-		require.NoError(t, err)
-		info, err := st.Info(ctx, domain.InfoParams{Queue: q, Limit: 10})
-		require.NoError(t, err)
-		return info.Messages == 1
-	}, 20*time.Second, 100*time.Millisecond, "a's three and b's first three go; b's fourth is the group's")
+	sweepUntil(t, st, "ret", 1, "a's three and b's first three go; b's fourth is the group's")
 	ms, err := st.Pop(ctx, domain.PopParams{Queue: q, Group: "n", Max: 10, Partitions: 2})
 	require.NoError(t, err)
 	require.Equal(t, []string{"3"}, datas(ms))

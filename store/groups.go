@@ -93,6 +93,7 @@ func (s *Store) DeleteGroup(ctx context.Context, ref domain.QueueRef, group stri
 	s.mu.Lock()
 	delete(s.groups, groupKey{q.ID, group})
 	delete(s.scanFrom, groupKey{q.ID, group})
+	delete(s.marking, groupKey{q.ID, group})
 	s.mu.Unlock()
 	if err != nil {
 		if errors.Is(err, domain.ErrNotFound) {

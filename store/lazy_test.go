@@ -39,21 +39,28 @@ func newGroup(t *testing.T, st *store.Store, queue, group string, from domain.St
 // retain nothing; max_age_s is off again after.
 func emptied(t *testing.T, st *store.Store, queue string, n int) {
 	t.Helper()
-	ctx := ctxT(t)
 	r := domain.PushParams{Queue: domain.Global(queue)}
 	for i := range n {
 		r.Messages = append(r.Messages, domain.PushMessage{Partition: "p" + strconv.Itoa(i), Data: []byte(`0`), Encoding: domain.EncodingJSON})
 	}
 	require.NoError(t, push(t, st, r)[0].Err)
 	configure(t, st, queue, domain.ConfigPatch{MaxAgeS: i64(1)})
+	sweepUntil(t, st, queue, 0)
+	configure(t, st, queue, domain.ConfigPatch{MaxAgeS: i64(0)})
+}
+
+// sweepUntil sweeps until queue retains messages messages (retention
+// counts from each segment's age in whole seconds, so it takes a few).
+func sweepUntil(t *testing.T, st *store.Store, queue string, messages int64, msgAndArgs ...any) {
+	t.Helper()
+	ctx := ctxT(t)
 	require.Eventually(t, func() bool {
 		_, err := st.Sweep(ctx)
 		require.NoError(t, err)
 		info, err := st.Info(ctx, domain.InfoParams{Queue: domain.Global(queue), Limit: 1})
 		require.NoError(t, err)
-		return info.Messages == 0
-	}, 20*time.Second, 100*time.Millisecond)
-	configure(t, st, queue, domain.ConfigPatch{MaxAgeS: i64(0)})
+		return info.Messages == messages
+	}, 20*time.Second, 100*time.Millisecond, msgAndArgs...)
 }
 
 // TestNewGroupMakesCursorsWhereMessagesAre: a group made on a queue of 100

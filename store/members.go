@@ -171,8 +171,12 @@ const (
 	// partitionsByNameSQL reads the ids of queue $1's partitions $2.
 	partitionsByNameSQL = `SELECT name, id FROM comb_partitions WHERE queue_id = $1 AND name = ANY($2)`
 	// insertGroupSQL creates group $2 of queue $1 unless it exists; $3
-	// says it starts at the end (from_end, migration 0017).
-	insertGroupSQL = `INSERT INTO comb_groups (queue_id, name, from_end) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`
+	// says it starts at the end (from_end, migration 0017), $4 is where
+	// its marking starts (unmarked_after, migration 0018), '' for all.
+	insertGroupSQL = `INSERT INTO comb_groups (queue_id, name, from_end, unmarked_after) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`
+	// groupMarkingSQL reads whether group $2 of queue $1 has partitions
+	// left to mark; no row when it does not exist.
+	groupMarkingSQL = `SELECT unmarked_after IS NOT NULL FROM comb_groups WHERE queue_id = $1 AND name = $2`
 )
 
 // lockQueue takes the queue row's lock in mode (FOR KEY SHARE or FOR
@@ -223,40 +227,59 @@ func (s *Store) makeGroup(ctx context.Context, q queueRow, group string, from do
 	// (DeleteGroup), and then this pop starts it anew. A plain read keeps
 	// the common case off the queue row's lock.
 	if known {
-		var exists bool
-		if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM comb_groups WHERE queue_id = $1 AND name = $2)`, q.ID, group).Scan(&exists); err != nil {
-			return fmt.Errorf("check group: %w", classify(err))
-		}
-		if exists {
-			s.mu.Lock()
-			s.groups[k] = time.Now()
-			s.mu.Unlock()
+		var marking bool
+		err := s.pool.QueryRow(ctx, groupMarkingSQL, q.ID, group).Scan(&marking)
+		if err == nil {
+			s.seeGroup(k, marking)
 			return nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("check group: %w", classify(err))
 		}
 	}
 	start, extra := startExpr(from, 3)
 	args := append([]any{q.ID, group}, extra...)
+	var marking bool
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if err := lockQueue(ctx, tx, q, "FOR UPDATE"); err != nil {
 			return err
 		}
-		tag, err := tx.Exec(ctx, insertGroupSQL, q.ID, group, from.Kind == domain.StartNew)
-		if err != nil || tag.RowsAffected() == 0 || from.Kind == domain.StartNew {
-			// Exists already: its cursors were made with it. Or it starts
-			// at the end, where its missing cursors are (from_end), and
-			// the pushes after it write them (allocOffsetsSQL).
+		// A group from the oldest message marks its partitions later, a
+		// window at a time (unmarked_after, markWindowSQL).
+		var unmarked *string
+		if from.Kind == domain.StartAll {
+			unmarked = new(string)
+		}
+		tag, err := tx.Exec(ctx, insertGroupSQL, q.ID, group, from.Kind == domain.StartNew, unmarked)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			// Exists already: its cursors were made with it.
+			return tx.QueryRow(ctx, groupMarkingSQL, q.ID, group).Scan(&marking)
+		}
+		switch from.Kind {
+		case domain.StartNew:
+			// It starts at the end, where its missing cursors are
+			// (from_end), and the pushes after it write them
+			// (allocOffsetsSQL). It starts short of the end nowhere:
+			// reading every partition to find none took 0.38 s at
+			// 300,000 of them, and its cursors there 5-7 s at a million.
+			return nil
+		case domain.StartAll:
+			// Where every missing cursor is. It marks the partitions it is
+			// behind on in the ready set one window here, and the rest
+			// with its pops (markFor): marking a million here took 7-9 s.
+			err := tx.QueryRow(ctx, markWindowSQL, q.ID, group, s.markWindow).Scan(&marking, new(int))
+			if errors.Is(err, pgx.ErrNoRows) {
+				err = nil
+			}
 			return err
 		}
 		// The partitions where the group starts short of the end join the
-		// ready set first (its rows before cursors, see ready.go). A group
-		// that starts at the end starts short of it nowhere and wrote
-		// nothing more: reading every partition to find none took 0.38 s
-		// at 300,000 of them, and its cursors there 5-7 s at a million.
+		// ready set first (its rows before cursors, see ready.go).
 		if _, err := tx.Exec(ctx, markReadySQL(start, ""), args...); err != nil {
 			return err
-		}
-		if from.Kind == domain.StartAll {
-			return nil // where every missing cursor is
 		}
 		_, err = tx.Exec(ctx, placeCursorsSQL(start, ""), args...)
 		return err
@@ -268,8 +291,20 @@ func (s *Store) makeGroup(ctx context.Context, q queueRow, group string, from do
 		}
 		return fmt.Errorf("create group: %w", classify(err))
 	}
-	s.mu.Lock()
-	s.groups[k] = time.Now()
-	s.mu.Unlock()
+	s.seeGroup(k, marking)
 	return nil
 }
+
+// seeGroup records that group k exists, and whether its marking is
+// unfinished.
+func (s *Store) seeGroup(k groupKey, marking bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.groups[k] = time.Now()
+	if marking {
+		s.marking[k] = true
+	} else {
+		delete(s.marking, k)
+	}
+}
+

@@ -138,11 +138,15 @@ const groupAt = `greatest(coalesce(c.committed, CASE WHEN g.from_end THEN p.next
 // something.
 //
 // It reads the ready set (readyCursors): its cost follows the partitions
-// that may have messages, not the queue's.
+// that may have messages, not the queue's. A group whose marking is
+// unfinished (migration 0018) may pop too: its pop marks the next
+// partitions (markFor).
 func groupMayPop(qid, group string) string {
-	return `EXISTS (
+	return `(EXISTS (
         SELECT 1 FROM ` + readyCursors(qid, group, readyRows{}) + `
-        WHERE ` + cursorReady(`p.next_offset`) + ` AND ` + notMissingAtEnd(qid, group) + `)`
+        WHERE ` + cursorReady(`p.next_offset`) + ` AND ` + notMissingAtEnd(qid, group) + `)
+     OR EXISTS (SELECT 1 FROM comb_groups g WHERE g.queue_id = ` + qid + ` AND g.name = ` + group + `
+                AND g.unmarked_after IS NOT NULL))`
 }
 
 // readyCursors joins the partitions y of queue qid's ready rows of group
@@ -451,6 +455,11 @@ func (s *Store) PopReport(ctx context.Context, req domain.PopParams) (domain.Pop
 	}
 	scan := !keyed
 	if scan {
+		// A new group's partitions not yet in the ready set for it go in
+		// first (markFor), enough for this pop's and a report's worth.
+		if err := s.markFor(ctx, q, group, parts+readyReportMax); err != nil {
+			return none, err
+		}
 		s.mu.Lock()
 		pid = s.scanFrom[groupKey{q.ID, group}]
 		s.mu.Unlock()

@@ -79,6 +79,7 @@ func (s *Store) forgetLocked(q queueRow) {
 		if k.queue == q.ID {
 			delete(s.groups, k)
 			delete(s.scanFrom, k)
+			delete(s.marking, k)
 		}
 	}
 }

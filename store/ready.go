@@ -3,8 +3,10 @@ package store
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -70,7 +72,10 @@ func (s *Store) AnyReady(ctx context.Context, checks []domain.ReadyCheck) ([]boo
 // that stopped popping does not make them read the partitions it lags on.
 // Its invariant, pinned by TestReadySetCoversReadyCursors: at every
 // commit, each group's cursor short of its partition's next_offset has
-// its row or the partition's anyGroup row; a group's missing cursor
+// its row or the partition's anyGroup row, or the group's marking has not
+// reached the partition yet (a new group that starts at the oldest
+// message, comb_groups.unmarked_after, markWindowSQL: its pops mark
+// before they read the set); a group's missing cursor
 // (makeMissingCursors) counts as one at the oldest retained message, or
 // at the end for a group that starts there (groupAt, migration 0017).
 // Only three things put a cursor short of its end, and each writes a row
@@ -81,7 +86,9 @@ func (s *Store) AnyReady(ctx context.Context, checks []domain.ReadyCheck) ([]boo
 //     the push makes (insertFreshSQL), only if the queue has a group,
 //     read under the queue row's lock FOR KEY SHARE, which a new group
 //     waits for: a queue with no group has no cursor to cover;
-//   - a new group that starts short of the end (makeGroup), its rows;
+//   - a new group that starts short of the end (makeGroup), its rows, or
+//     for one that starts at the oldest message, its marking, which
+//     covers every partition until its windows put them in the set;
 //   - a seek (Seek), its group's rows.
 //
 // Everything else only moves cursors forward. The sweeper alone deletes
@@ -108,6 +115,73 @@ func markReadySQL(start, where string) string {
 		WHERE p.queue_id = $1 AND $2::text <> ` + anyGroup + ` AND p.next_offset > ` + start + where + `
 		ORDER BY p.id
 		ON CONFLICT (partition_id, group_name) DO UPDATE SET queue_id = EXCLUDED.queue_id`
+}
+
+// markWindowSize is how many partitions, in name order, one step of a
+// group's marking reads (markWindowSQL): about 0.1 s of PostgreSQL's time
+// when each retains messages.
+const markWindowSize = 20000
+
+// markWindowSQL is one step of the marking of group $2 of queue $1, a new
+// group that starts at the oldest message (migration 0018): the next $3
+// partitions by name after its unmarked_after, in one transaction, put
+// in the ready set for it where they retain messages (the group has no
+// cursor there, so it is behind), and unmarked_after moved past them,
+// NULL when they were the last. It returns whether partitions are left,
+// and no row when the group's marking was done (or the group is gone).
+// The rows go in partition id order, as every writer of the set takes
+// them. Two steps at once mark the same window; the later one's update
+// may move the mark back to where it marked, never past a partition not
+// marked, and a partition made or pushed to after the group has a push's
+// row anyway.
+const markWindowSQL = `
+WITH w AS (
+    SELECT p.id, p.queue_id, p.name, p.next_offset > p.low_offset AS behind
+    FROM comb_partitions p
+    WHERE p.queue_id = $1 AND p.name > (SELECT unmarked_after FROM comb_groups WHERE queue_id = $1 AND name = $2)
+    ORDER BY p.name LIMIT $3
+), i AS (
+    INSERT INTO comb_ready (partition_id, group_name, queue_id)
+    SELECT id, $2, queue_id FROM w WHERE behind ORDER BY id
+    ON CONFLICT (partition_id, group_name) DO UPDATE SET queue_id = EXCLUDED.queue_id
+    RETURNING 1
+)
+UPDATE comb_groups g
+SET unmarked_after = CASE WHEN (SELECT count(*) FROM w) < $3 THEN NULL ELSE (SELECT max(w.name) FROM w) END
+WHERE g.queue_id = $1 AND g.name = $2 AND g.unmarked_after IS NOT NULL
+RETURNING g.unmarked_after IS NOT NULL, (SELECT count(*) FROM i)`
+
+// markFor marks group's partitions (markWindowSQL) until at least want of
+// them were found behind or none is left, if this store knows the group's
+// marking unfinished: a pop that reads the ready set calls it first.
+// Concurrent pops of the group on this store share one call.
+func (s *Store) markFor(ctx context.Context, q queueRow, group string, want int) error {
+	k := groupKey{q.ID, group}
+	s.mu.Lock()
+	marking := s.marking[k]
+	s.mu.Unlock()
+	if !marking {
+		return nil
+	}
+	_, err, _ := s.markFlight.Do(strconv.FormatInt(q.ID, 10)+"\x00"+group, func() (any, error) {
+		for found := 0; found < want; {
+			var more bool
+			var n int
+			err := s.pool.QueryRow(ctx, markWindowSQL, q.ID, group, s.markWindow).Scan(&more, &n)
+			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				return nil, fmt.Errorf("mark ready: %w", classify(err))
+			}
+			if !more {
+				s.mu.Lock()
+				delete(s.marking, k)
+				s.mu.Unlock()
+				return nil, nil
+			}
+			found += n
+		}
+		return nil, nil
+	})
+	return err
 }
 
 // caughtUp is the condition of a ready row r of a group, on partition p,

@@ -35,7 +35,9 @@ const groupCursorsSQL = `(
 const uncoveredSQL = `
 SELECT count(*) FROM ` + groupCursorsSQL + ` c JOIN comb_partitions p ON p.id = c.partition_id
 WHERE greatest(c.committed, p.low_offset) < p.next_offset
-  AND NOT EXISTS (SELECT 1 FROM comb_ready r WHERE r.partition_id = p.id AND r.group_name IN (c.group_name, ''))`
+  AND NOT EXISTS (SELECT 1 FROM comb_ready r WHERE r.partition_id = p.id AND r.group_name IN (c.group_name, ''))
+  AND NOT EXISTS (SELECT 1 FROM comb_groups g WHERE g.queue_id = p.queue_id AND g.name = c.group_name
+                  AND p.name > g.unmarked_after)`
 
 // orphanCursorsSQL counts the cursors whose group does not exist.
 const orphanCursorsSQL = `
@@ -93,6 +95,7 @@ func trimmedAll(t *testing.T, st *store.Store) int64 {
 func TestReadySetCoversReadyCursors(t *testing.T) {
 	t.Parallel()
 	st := newStore(t)
+	st.SetMarkWindow(3) // new groups from the oldest message mark in steps
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	q := domain.Global("ready")

@@ -113,6 +113,12 @@ type Store struct {
 	scanFrom map[groupKey]int64
 	// groupFlight shares one group creation among concurrent callers.
 	groupFlight singleflight.Group
+	// marking holds the groups known here to have partitions not yet in
+	// the ready set for them (comb_groups.unmarked_after, markWindowSQL);
+	// markFlight shares one marking step among a group's concurrent pops.
+	marking    map[groupKey]bool
+	markFlight singleflight.Group
+	markWindow int // partitions a marking step reads (markWindowSize)
 
 	reserveMu sync.Mutex // held while reserved is refilled
 	reserved  []int64    // partition ids taken from the sequence, not used yet
@@ -210,6 +216,8 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		complete:   map[int64]uint8{},
 		pending:    map[partKey]int64{},
 		groups:     map[groupKey]time.Time{},
+		marking:    map[groupKey]bool{},
+		markWindow: markWindowSize,
 		scanFrom:   map[groupKey]int64{},
 		dedup:      newDedupCache(),
 	}

@@ -1,0 +1,126 @@
+package store_test
+
+import (
+	"fmt"
+	"sort"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/combmq/comb/domain"
+	"github.com/combmq/comb/store"
+)
+
+// A new group that starts at the oldest message puts the partitions it is
+// behind on in the ready set a window at a time (comb_groups.unmarked_after,
+// migration 0018): one window when it is made, the rest as its pops need
+// them.
+
+// markedRows counts group's rows in the ready set.
+func markedRows(t *testing.T, st *store.Store, group string) int {
+	t.Helper()
+	return count(t, st, `SELECT count(*) FROM comb_ready WHERE group_name = $1`, group)
+}
+
+// drain pops group until a pop finds nothing and returns what it got, as
+// "partition/offset", sorted.
+func drain(t *testing.T, st *store.Store, q domain.QueueRef, group string) []string {
+	t.Helper()
+	var got []string
+	for {
+		ms, err := st.Pop(ctxT(t), domain.PopParams{Queue: q, Group: group, Max: 7, Partitions: 3, AutoAck: true})
+		require.NoError(t, err)
+		if len(ms) == 0 {
+			break
+		}
+		for _, m := range ms {
+			got = append(got, fmt.Sprintf("%s/%d", m.Partition, m.Offset))
+		}
+	}
+	sort.Strings(got)
+	return got
+}
+
+// TestNewGroupMarksInWindows: on 30 partitions, 10 of them retaining
+// messages and none in the first window or in the ready set, with windows
+// of 6, a new group
+// marks the first window when it is made, says it may pop while windows
+// are left, and its pops, on this store and on another one that did not
+// make it, get every message once.
+func TestNewGroupMarksInWindows(t *testing.T) {
+	t.Parallel()
+	url := testURL(t)
+	open := func() *store.Store {
+		st, err := store.Open(ctxT(t), url, store.Options{MaxConns: 4})
+		require.NoError(t, err)
+		t.Cleanup(st.Close)
+		require.NoError(t, st.Migrate(ctxT(t)))
+		st.SetMarkWindow(6)
+		return st
+	}
+	st, other := open(), open()
+	q := domain.Global("windows")
+	emptied(t, st, "windows", 20) // p0 … p19, retaining nothing
+	var want []string
+	for i := 20; i < 40; i += 2 {
+		// Made by these pushes, with no group on the queue: no row in the
+		// ready set, for any group (a group's making covers them).
+		part := fmt.Sprintf("p%d", i)
+		pushN(t, st, "windows", part, 0, 2)
+		want = append(want, part+"/0", part+"/1")
+	}
+	require.Zero(t, count(t, st, `SELECT count(*) FROM comb_ready`))
+	sort.Strings(want)
+
+	newGroup(t, st, "windows", "g", domain.Start{})
+	// p0 p1 p10 p11 p12 p13 by name: none retains messages.
+	require.Zero(t, markedRows(t, st, "g"))
+	require.Equal(t, 1, count(t, st, `SELECT count(*) FROM comb_groups WHERE name = 'g' AND unmarked_after = 'p13'`))
+	ready, err := st.AnyReady(ctxT(t), []domain.ReadyCheck{{Queue: q, Group: "g"}})
+	require.NoError(t, err)
+	require.Equal(t, []bool{true}, ready)
+
+	// A pop of three partitions, with a report of 64 more, marks until
+	// it has found 67 or none is left: all of them.
+	ms, err := other.Pop(ctxT(t), domain.PopParams{Queue: q, Group: "g", Max: 100, Partitions: 3, AutoAck: true})
+	require.Equal(t, 10, markedRows(t, st, "g"))
+	require.NoError(t, err)
+	require.Len(t, ms, 6)
+	require.Zero(t, count(t, st, `SELECT count(*) FROM comb_groups WHERE name = 'g' AND unmarked_after IS NOT NULL`))
+	got := drain(t, st, q, "g")
+	for _, m := range ms {
+		got = append(got, fmt.Sprintf("%s/%d", m.Partition, m.Offset))
+	}
+	sort.Strings(got)
+	require.Equal(t, want, got)
+	ready, err = st.AnyReady(ctxT(t), []domain.ReadyCheck{{Queue: q, Group: "g"}})
+	require.NoError(t, err)
+	require.Equal(t, []bool{false}, ready)
+}
+
+// TestNewGroupMarksWhatItsPopsNeed: a pop marks windows only until it has
+// found what it can take and report; the next pops go on from there, and
+// every message comes once.
+func TestNewGroupMarksWhatItsPopsNeed(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	st.SetMarkWindow(10)
+	q := domain.Global("need")
+	var want []string
+	for i := range 300 {
+		part := fmt.Sprintf("p%03d", i)
+		pushN(t, st, "need", part, 0, 1)
+		want = append(want, part+"/0")
+	}
+	newGroup(t, st, "need", "g", domain.Start{})
+	require.Equal(t, 10, markedRows(t, st, "g"))
+	ms, err := st.Pop(ctxT(t), domain.PopParams{Queue: q, Group: "g", Max: 1, Partitions: 1, AutoAck: true})
+	require.NoError(t, err)
+	require.Len(t, ms, 1)
+	marked := markedRows(t, st, "g")
+	require.GreaterOrEqual(t, marked, 10+65)
+	require.Less(t, marked, 300, "not every window for one pop")
+	got := append(drain(t, st, q, "g"), fmt.Sprintf("%s/%d", ms[0].Partition, ms[0].Offset))
+	sort.Strings(got)
+	require.Equal(t, want, got)
+}

@@ -1,0 +1,17 @@
+-- A new group that starts at the oldest message puts the partitions it is
+-- behind on into the ready set (migration 0014) a window at a time, not
+-- all in the transaction that makes it: a million partitions with
+-- messages took that transaction 7-9 s, longer than a client's request
+-- timeout (docs/benchmarks.md). unmarked_after is where its marking has
+-- got to, by partition name: the partitions of its queue named after it
+-- may be ready for the group with no row of the group in the set; NULL
+-- once every partition is marked (as for every group made before this).
+-- The group's pops mark the next window before they read the set, and
+-- the check of its long polls says it may pop while a window is left
+-- (store/ready.go, markWindowSQL). A partition made or pushed to after the
+-- group was made has the push's row (for any group) in the set anyway.
+--
+-- A broker older than this reads only the set: its pops of such a group
+-- would miss the partitions not yet marked until a pop of a newer broker
+-- marks them. Do not mix brokers of both sides of it (docs/operations.md).
+ALTER TABLE comb_groups ADD COLUMN unmarked_after text;
