@@ -313,7 +313,7 @@ func TestLazyCursorsDownMigration(t *testing.T) {
 	require.Equal(t, 1, groupCursors(t, st, "down", "g"))
 
 	// Down files run newest first: 0017's writes n's cursors at the end.
-	for _, f := range []string{"0017_groups_from_end.down.sql", "0013_lazy_cursors.down.sql"} {
+	for _, f := range []string{"0018_groups_unmarked.down.sql", "0017_groups_from_end.down.sql", "0013_lazy_cursors.down.sql"} {
 		down, err := os.ReadFile("migrations/" + f)
 		require.NoError(t, err)
 		_, err = st.Pool().Exec(ctx, string(down))

@@ -124,3 +124,24 @@ func TestNewGroupMarksWhatItsPopsNeed(t *testing.T) {
 	sort.Strings(got)
 	require.Equal(t, want, got)
 }
+
+// TestGroupsUnmarkedDownMigration: 0018's down file puts in the ready set
+// what a group's marking had not reached, so that a broker older than it,
+// which reads only the set, finds every partition.
+func TestGroupsUnmarkedDownMigration(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	st.SetMarkWindow(4)
+	for i := range 10 {
+		pushN(t, st, "down", fmt.Sprintf("p%d", i), 0, 1)
+	}
+	newGroup(t, st, "down", "g", domain.Start{})
+	require.Equal(t, 4, markedRows(t, st, "g"))
+	tx := downMigrated(t, st, "0018_groups_unmarked.down.sql")
+	var n int
+	require.NoError(t, tx.QueryRow(ctxT(t), `SELECT count(*) FROM comb_ready WHERE group_name = 'g'`).Scan(&n))
+	require.Equal(t, 10, n)
+	require.NoError(t, tx.QueryRow(ctxT(t), `SELECT count(*) FROM information_schema.columns
+	    WHERE table_schema = current_schema() AND table_name = 'comb_groups' AND column_name = 'unmarked_after'`).Scan(&n))
+	require.Zero(t, n)
+}

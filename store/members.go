@@ -270,6 +270,9 @@ func (s *Store) makeGroup(ctx context.Context, q queueRow, group string, from do
 			// Where every missing cursor is. It marks the partitions it is
 			// behind on in the ready set one window here, and the rest
 			// with its pops (markFor): marking a million here took 7-9 s.
+			if _, err := tx.Exec(ctx, keyedPlansSQL); err != nil {
+				return err
+			}
 			err := tx.QueryRow(ctx, markWindowSQL, q.ID, group, s.markWindow).Scan(&marking, new(int))
 			if errors.Is(err, pgx.ErrNoRows) {
 				err = nil
