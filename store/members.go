@@ -310,4 +310,3 @@ func (s *Store) seeGroup(k groupKey, marking bool) {
 		delete(s.marking, k)
 	}
 }
-
