@@ -18,13 +18,8 @@ import (
 func newStoreDB(t *testing.T) (*store.Store, *pgx.Conn) {
 	t.Helper()
 	url := testURL(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	st, err := store.Open(ctx, url, store.Options{MaxConns: 8})
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
-	require.NoError(t, st.Migrate(ctx))
-	conn, err := pgx.Connect(ctx, url)
+	st := openStore(t, url, store.Options{MaxConns: 8})
+	conn, err := pgx.Connect(ctxT(t), url)
 	require.NoError(t, err)
 	t.Cleanup(func() { conn.Close(context.Background()) })
 	return st, conn

@@ -20,15 +20,7 @@ func TestAcksCommitAsynchronouslyUnlessDurable(t *testing.T) {
 	t.Parallel()
 	url := testURL(t)
 	ctx := ctxT(t)
-	open := func(o store.Options) *store.Store {
-		o.MaxConns = 4
-		st, err := store.Open(ctx, url, o)
-		require.NoError(t, err)
-		t.Cleanup(st.Close)
-		require.NoError(t, st.Migrate(ctx))
-		return st
-	}
-	def, durable := open(store.Options{}), open(store.Options{DurableAcks: true})
+	def, durable := openStore(t, url, store.Options{MaxConns: 4}), openStore(t, url, store.Options{MaxConns: 4, DurableAcks: true})
 	conn, err := pgx.Connect(ctx, url)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.Close(ctx) })

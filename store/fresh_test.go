@@ -15,12 +15,7 @@ import (
 // openTraced opens a store on url whose round trips trips counts.
 func openTraced(t *testing.T, url string, trips *roundTrips) *store.Store {
 	t.Helper()
-	ctx := ctxT(t)
-	st, err := store.Open(ctx, url, store.Options{MaxConns: 4, Tracer: trips})
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
-	require.NoError(t, st.Migrate(ctx))
-	return st
+	return openStore(t, url, store.Options{MaxConns: 4, Tracer: trips})
 }
 
 // pushTo pushes one message to each partition named, in one request.

@@ -201,6 +201,10 @@ func TestGroupFromTheEndBesidePushes(t *testing.T) {
 	stop.Store(true)
 	wg.Wait()
 
+	next := map[string]int64{} // each partition's end
+	for _, sp := range spans {
+		next[sp.part] = max(next[sp.part], sp.offs[len(sp.offs)-1]+1)
+	}
 	for g := range groups {
 		name := "g" + strconv.Itoa(g)
 		got := map[string][]int64{}
@@ -213,10 +217,6 @@ func TestGroupFromTheEndBesidePushes(t *testing.T) {
 			for _, m := range ms {
 				got[m.Partition] = append(got[m.Partition], m.Offset)
 			}
-		}
-		next := map[string]int64{}
-		for _, sp := range spans {
-			next[sp.part] = max(next[sp.part], sp.offs[len(sp.offs)-1]+1)
 		}
 		for part, offs := range got {
 			slices.Sort(offs)

@@ -20,9 +20,16 @@ func testURL(t testing.TB) string { return pgtest.URL(t) }
 
 func newStore(t testing.TB) *store.Store {
 	t.Helper()
+	return openStore(t, testURL(t), store.Options{MaxConns: 8})
+}
+
+// openStore opens a store on url with opts, migrated, closed when the
+// test ends: several of them on one url are brokers sharing a database.
+func openStore(t testing.TB, url string, opts store.Options) *store.Store {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	st, err := store.Open(ctx, testURL(t), store.Options{MaxConns: 8})
+	st, err := store.Open(ctx, url, opts)
 	require.NoError(t, err)
 	t.Cleanup(st.Close)
 	require.NoError(t, st.Migrate(ctx))

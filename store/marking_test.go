@@ -51,10 +51,7 @@ func TestNewGroupMarksInWindows(t *testing.T) {
 	t.Parallel()
 	url := testURL(t)
 	open := func() *store.Store {
-		st, err := store.Open(ctxT(t), url, store.Options{MaxConns: 4})
-		require.NoError(t, err)
-		t.Cleanup(st.Close)
-		require.NoError(t, st.Migrate(ctxT(t)))
+		st := openStore(t, url, store.Options{MaxConns: 4})
 		st.SetMarkWindow(6)
 		return st
 	}

@@ -127,8 +127,9 @@ const markWindowSize = 5000
 // partitions by name after its unmarked_after, in one transaction, put
 // in the ready set for it where they retain messages (the group has no
 // cursor there, so it is behind), and unmarked_after moved past them,
-// NULL when they were the last. It returns whether partitions are left,
-// and no row when the group's marking was done (or the group is gone).
+// NULL when they were the last. It returns whether partitions are left
+// and how many of the window it put in the set, and no row when the
+// group's marking was done (or the group is gone).
 // The rows go in partition id order, as every writer of the set takes
 // them. Two steps at once mark the same window; the later one's update
 // may move the mark back to where it marked, never past a partition not
