@@ -256,3 +256,67 @@ func TestGroupFromTheEndBesidePushes(t *testing.T) {
 	wg.Wait()
 	require.Zero(t, count(t, st, orphanCursorsSQL))
 }
+
+// TestSeekToStartBesidePushes: groups from the end, each sought back to
+// the oldest message while four pushers write, then get every message of
+// every partition, from offset 0. A push that read the group as one from
+// the end writes its cursor where the push starts; the seek takes the
+// group's row FOR UPDATE, so that such a cursor is written before it (and
+// moved back by it) or not at all.
+func TestSeekToStartBesidePushes(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx := ctxT(t)
+	q := domain.Global("backbeside")
+	const parts, pushers, groups = 6, 4, 12
+	var (
+		stop atomic.Bool
+		wg   sync.WaitGroup
+	)
+	pushN(t, st, "backbeside", "p0", 0, 1)
+	for w := range pushers {
+		wg.Go(func() {
+			for i := 0; !stop.Load(); i++ {
+				part := "p" + strconv.Itoa((w+i)%parts)
+				if _, err := st.Push(ctx, []domain.PushParams{{Queue: q, Messages: []domain.PushMessage{
+					{Partition: part, Data: []byte(`1`), Encoding: domain.EncodingJSON}}}}); err != nil {
+					t.Errorf("push: %v", err)
+					return
+				}
+			}
+		})
+	}
+	for g := range groups {
+		name := "b" + strconv.Itoa(g)
+		newGroup(t, st, "backbeside", name, domain.Start{Kind: domain.StartNew})
+		time.Sleep(time.Duration(5+g) * time.Millisecond)
+		_, err := st.Seek(ctx, domain.SeekParams{Queue: q, Group: name, To: domain.Start{Kind: domain.StartAll}})
+		require.NoError(t, err)
+	}
+	stop.Store(true)
+	wg.Wait()
+
+	info, err := st.Info(ctx, domain.InfoParams{Queue: q, Limit: parts})
+	require.NoError(t, err)
+	next := map[string]int64{}
+	for _, p := range info.Partitions {
+		next[p.Name] = p.NextOffset
+	}
+	require.Len(t, next, parts)
+	for g := range groups {
+		name := "b" + strconv.Itoa(g)
+		got := map[string]int64{}
+		for {
+			ms, err := st.Pop(ctx, domain.PopParams{Queue: q, Group: name, Max: 1000, Partitions: 1000, AutoAck: true})
+			require.NoError(t, err)
+			if len(ms) == 0 {
+				break
+			}
+			for _, m := range ms {
+				require.Equal(t, got[m.Partition], m.Offset, "%s on %s: in order from 0, no gap", name, m.Partition)
+				got[m.Partition]++
+			}
+		}
+		require.Equal(t, next, got, "%s: every message", name)
+	}
+}

@@ -429,6 +429,18 @@ func (s *Store) Seek(ctx context.Context, req domain.SeekParams) (int, error) {
 	}
 	start, args := startExpr(to, 4)
 	args = append([]any{q.ID, group, partition}, args...)
+	// A seek of every partition back to the oldest message puts the group
+	// where a new one from there starts: every missing cursor at the
+	// oldest message, and its partitions marked in the ready set a window
+	// at a time by its pops (unmarked_after, markFor), where marking them
+	// all here took seconds at a million.
+	if to.Kind == domain.StartAll && partition == "" {
+		moved, err := s.seekAllToStart(ctx, q, group)
+		if err != nil {
+			return 0, fmt.Errorf("seek: %w", classify(err))
+		}
+		return moved, nil
+	}
 	// A seek back makes partitions ready without a push: they join the
 	// ready set first, in the same transaction (see ready.go).
 	var moved int
@@ -469,22 +481,7 @@ func (s *Store) Seek(ctx context.Context, req domain.SeekParams) (int, error) {
 				return err
 			}
 		}
-		// The cursors locked in partition order first, as acks and a
-		// push's hand-offs lock them: in the order the UPDATE happened to
-		// meet them, a seek beside acks deadlocked
-		// (TestReadySetCoversReadyCursors).
-		if _, err := tx.Exec(ctx, `
-			WITH l AS (
-			    SELECT c.partition_id FROM comb_cursors c JOIN comb_partitions p ON p.id = c.partition_id
-			    WHERE c.queue_id = $1 AND c.group_name = $2 AND ($3 = '' OR p.name = $3)
-			    ORDER BY c.partition_id
-			    FOR UPDATE OF c
-			)
-			UPDATE comb_cursors c SET committed = `+start+`,
-			       lease_id = NULL, lease_until = NULL, lease_from = NULL, lease_upto = NULL,
-			       attempts = 0, delivered_upto = -1
-			FROM l, comb_partitions p
-			WHERE c.partition_id = l.partition_id AND c.group_name = $2 AND p.id = c.partition_id`, args...); err != nil {
+		if _, err := tx.Exec(ctx, moveCursorsSQL(start), args...); err != nil {
 			return err
 		}
 		// Every partition in reach: the group is there now, with a cursor
@@ -496,6 +493,63 @@ func (s *Store) Seek(ctx context.Context, req domain.SeekParams) (int, error) {
 		return 0, fmt.Errorf("seek: %w", classify(err))
 	}
 	return moved, nil
+}
+
+// seekAllToStart is Seek of every partition of group to the oldest
+// retained message. In one transaction:
+//   - the group's row FOR UPDATE, which waits for the pushes and pops that
+//     hold it FOR KEY SHARE to write cursors (a push writes those of a
+//     group from the end, allocOffsetsSQL; a pop the missing ones,
+//     makeMissingCursors), and makes those after it read it anew;
+//   - from_end cleared, so that its missing cursors are at the oldest
+//     message, and unmarked_after set to '', so that its pops mark every
+//     partition in the ready set before they read it (markFor), and the
+//     set's invariant holds with no row written here (ready.go);
+//   - its cursors moved to the oldest message, their leases ended.
+//
+// Its cost follows the group's cursors, not the queue's partitions. Other
+// stores learn of the marking when they read the group's row again, within
+// their cache's TTL (makeGroup); until then their pops read the set as it
+// was, and find what it lists.
+func (s *Store) seekAllToStart(ctx context.Context, q queueRow, group string) (int, error) {
+	var moved int
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM comb_groups WHERE queue_id = $1 AND name = $2 FOR UPDATE`, q.ID, group); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE comb_groups SET from_end = false, unmarked_after = '' WHERE queue_id = $1 AND name = $2`, q.ID, group); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, moveCursorsSQL(`p.low_offset`), q.ID, group, ""); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, `SELECT count(*) FROM comb_partitions WHERE queue_id = $1`, q.ID).Scan(&moved)
+	})
+	if err != nil {
+		return 0, err
+	}
+	s.seeGroup(groupKey{q.ID, group}, true)
+	return moved, nil
+}
+
+// moveCursorsSQL moves group $2's cursors on queue $1, on partition $3 or
+// on every one when it is '', to start (startExpr) and ends their leases.
+// The cursors are locked in partition order first, as acks and a push's
+// hand-offs lock them: in the order the UPDATE happened to meet them, a
+// seek beside acks deadlocked (TestReadySetCoversReadyCursors).
+func moveCursorsSQL(start string) string {
+	return `
+		WITH l AS (
+		    SELECT c.partition_id FROM comb_cursors c JOIN comb_partitions p ON p.id = c.partition_id
+		    WHERE c.queue_id = $1 AND c.group_name = $2 AND ($3 = '' OR p.name = $3)
+		    ORDER BY c.partition_id
+		    FOR UPDATE OF c
+		)
+		UPDATE comb_cursors c SET committed = ` + start + `,
+		       lease_id = NULL, lease_until = NULL, lease_from = NULL, lease_upto = NULL,
+		       attempts = 0, delivered_upto = -1
+		FROM l, comb_partitions p
+		WHERE c.partition_id = l.partition_id AND c.group_name = $2 AND p.id = c.partition_id`
 }
 
 // placeCursorsSQL inserts group $2's cursors on queue $1's partitions

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"sort"
 	"testing"
+	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/combmq/comb/domain"
@@ -141,4 +143,115 @@ func TestGroupsUnmarkedDownMigration(t *testing.T) {
 	require.NoError(t, tx.QueryRow(ctxT(t), `SELECT count(*) FROM information_schema.columns
 	    WHERE table_schema = current_schema() AND table_name = 'comb_groups' AND column_name = 'unmarked_after'`).Scan(&n))
 	require.Zero(t, n)
+}
+
+// TestSeekToStartMarksInWindows: a seek of every partition of a group
+// back to the oldest message writes no ready row and moves no mark by
+// partition; it starts the group's marking anew (unmarked_after = ''), as
+// a new group's. Then the group gets every retained message once, on the
+// store that sought and on another one that knew the group marked; a
+// group from the end goes back to the oldest message too.
+func TestSeekToStartMarksInWindows(t *testing.T) {
+	t.Parallel()
+	url := testURL(t)
+	st := openStore(t, url, store.Options{MaxConns: 4})
+	other := openStore(t, url, store.Options{MaxConns: 4, QueueCacheTTL: 300 * time.Millisecond})
+	st.SetMarkWindow(4)
+	other.SetMarkWindow(4)
+	ctx := ctxT(t)
+	q := domain.Global("back")
+	var want []string
+	for i := range 12 {
+		part := fmt.Sprintf("p%02d", i)
+		pushN(t, st, "back", part, 0, 2)
+		want = append(want, part+"/0", part+"/1")
+	}
+	sort.Strings(want)
+	newGroup(t, st, "back", "n", domain.Start{Kind: domain.StartNew})
+	require.Equal(t, want, drain(t, st, q, "g"))
+	require.Empty(t, drain(t, other, q, "g"), "other knows g, and its marking done")
+	sweepAll(t, st)
+	require.Zero(t, markedRows(t, st, "g"), "caught up everywhere: trimmed")
+
+	for _, group := range []string{"g", "n"} {
+		moved, err := st.Seek(ctx, domain.SeekParams{Queue: q, Group: group, To: domain.Start{Kind: domain.StartAll}})
+		require.NoError(t, err)
+		require.Equal(t, 12, moved)
+		require.Zero(t, markedRows(t, st, group), "the seek marks nothing itself")
+		require.Equal(t, 1, count(t, st, `SELECT count(*) FROM comb_groups WHERE name = $1 AND unmarked_after = '' AND NOT from_end`, group))
+		ready, err := other.AnyReady(ctx, []domain.ReadyCheck{{Queue: q, Group: group}})
+		require.NoError(t, err)
+		require.Equal(t, []bool{true}, ready)
+	}
+	require.Equal(t, want, drain(t, st, q, "g"))
+	require.Equal(t, want, drain(t, st, q, "n"), "from the end, sought back to the oldest message")
+	require.Zero(t, count(t, st, uncoveredSQL))
+
+	// Sought again, and popped on the other store, which read the group's
+	// row before the seek: within its cache's TTL it marks too.
+	_, err := st.Seek(ctx, domain.SeekParams{Queue: q, Group: "g", To: domain.Start{Kind: domain.StartAll}})
+	require.NoError(t, err)
+	var got []string
+	require.Eventually(t, func() bool {
+		got = append(got, drain(t, other, q, "g")...)
+		return len(got) >= len(want)
+	}, 10*time.Second, 50*time.Millisecond)
+	sort.Strings(got)
+	require.Equal(t, want, got)
+}
+
+// TestMarkingStepBesideSeek: a marking step that read the group's mark
+// before a seek back to the start moved it, and waited for the seek's
+// lock on the group's row, leaves the mark where the seek put it and
+// marks again from there: the partitions before its window, whose rows
+// were trimmed, come back. Moving the mark past its window, it would
+// leave them out of the ready set for good.
+func TestMarkingStepBesideSeek(t *testing.T) {
+	t.Parallel()
+	st, conn := newStoreDB(t)
+	st.SetMarkWindow(4)
+	ctx := ctxT(t)
+	q := domain.Global("race")
+	var want []string
+	for i := range 12 {
+		part := fmt.Sprintf("p%02d", i)
+		pushN(t, st, "race", part, 0, 2)
+		want = append(want, part+"/0", part+"/1")
+	}
+	sort.Strings(want)
+	newGroup(t, st, "race", "g", domain.Start{})
+	require.Equal(t, 1, count(t, st, `SELECT count(*) FROM comb_groups WHERE name = 'g' AND unmarked_after = 'p03'`))
+
+	// What a seek does, with its lock on the group's row held while a
+	// pop's marking step reads the mark and waits for it.
+	tx, err := conn.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `SELECT 1 FROM comb_groups WHERE name = 'g' FOR UPDATE`)
+	require.NoError(t, err)
+	popped := make(chan []domain.Message, 1)
+	go func() {
+		ms, err := st.Pop(ctx, domain.PopParams{Queue: q, Group: "g", Max: 1, Partitions: 1, AutoAck: true})
+		assert.NoError(t, err)
+		popped <- ms
+	}()
+	require.Eventually(t, func() bool {
+		return count(t, st, `SELECT count(*) FROM pg_stat_activity
+		    WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%unmarked_after%'`) == 1
+	}, 10*time.Second, 10*time.Millisecond)
+	// The seek: the first window's rows gone (as a trim takes them once
+	// the group is caught up there), the mark back to the start.
+	_, err = tx.Exec(ctx, `DELETE FROM comb_ready WHERE group_name = 'g'
+	    AND partition_id IN (SELECT id FROM comb_partitions WHERE name <= 'p03')`)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `UPDATE comb_groups SET unmarked_after = '' WHERE name = 'g'`)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+
+	ms := <-popped
+	require.Len(t, ms, 1)
+	got := append(drain(t, st, q, "g"), fmt.Sprintf("%s/%d", ms[0].Partition, ms[0].Offset))
+	sort.Strings(got)
+	require.Equal(t, want, got)
+	require.Zero(t, count(t, st, uncoveredSQL))
 }

@@ -89,7 +89,9 @@ func (s *Store) AnyReady(ctx context.Context, checks []domain.ReadyCheck) ([]boo
 //   - a new group that starts short of the end (makeGroup), its rows, or
 //     for one that starts at the oldest message, its marking, which
 //     covers every partition until its windows put them in the set;
-//   - a seek (Seek), its group's rows.
+//   - a seek (Seek), its group's rows; one of every partition back to
+//     the oldest message (seekAllToStart), its marking anew, as a new
+//     group's.
 //
 // Everything else only moves cursors forward. The sweeper alone deletes
 // rows: it spreads each anyGroup row into the rows of the groups short of
@@ -131,15 +133,21 @@ const markWindowSize = 5000
 // and how many of the window it put in the set, and no row when the
 // group's marking was done (or the group is gone).
 // The rows go in partition id order, as every writer of the set takes
-// them. Two steps at once mark the same window; the later one's update
-// may move the mark back to where it marked, never past a partition not
-// marked, and a partition made or pushed to after the group has a push's
-// row anyway.
+// them. The mark moves only from where the window was read (a.after):
+// two steps at once mark the same window, and the later one leaves the
+// mark where the first moved it; a step beside a seek back to the start
+// (seekAllToStart, which sets the mark to '') leaves it there, where it
+// would move it past partitions the seek needs marked again. Such a step
+// returns no row, as if the marking were done, and its caller reads the
+// group's row again (markFor). A partition made or pushed to after the
+// group has a push's row anyway.
 const markWindowSQL = `
-WITH w AS (
+WITH a AS (
+    SELECT unmarked_after AS after FROM comb_groups WHERE queue_id = $1 AND name = $2
+), w AS (
     SELECT p.id, p.queue_id, p.name, p.next_offset > p.low_offset AS behind
     FROM comb_partitions p
-    WHERE p.queue_id = $1 AND p.name > (SELECT unmarked_after FROM comb_groups WHERE queue_id = $1 AND name = $2)
+    WHERE p.queue_id = $1 AND p.name > (SELECT after FROM a)
     ORDER BY p.name LIMIT $3
 ), i AS (
     INSERT INTO comb_ready (partition_id, group_name, queue_id)
@@ -149,7 +157,7 @@ WITH w AS (
 )
 UPDATE comb_groups g
 SET unmarked_after = CASE WHEN (SELECT count(*) FROM w) < $3 THEN NULL ELSE (SELECT max(w.name) FROM w) END
-WHERE g.queue_id = $1 AND g.name = $2 AND g.unmarked_after IS NOT NULL
+WHERE g.queue_id = $1 AND g.name = $2 AND g.unmarked_after = (SELECT after FROM a)
 RETURNING g.unmarked_after IS NOT NULL, (SELECT count(*) FROM i)`
 
 // markFor marks group's partitions (markWindowSQL) until at least want of
@@ -183,6 +191,15 @@ func (s *Store) markFor(ctx context.Context, q queueRow, group string, want int)
 				})
 				return tx.SendBatch(ctx, b).Close()
 			})
+			if err == nil && !more {
+				// No row: done, gone, or the mark moved meanwhile (by
+				// another step, or back to the start by a seek): the
+				// group's row says which.
+				err = s.pool.QueryRow(ctx, groupMarkingSQL, q.ID, group).Scan(&more)
+				if errors.Is(err, pgx.ErrNoRows) {
+					more, err = false, nil
+				}
+			}
 			if err != nil {
 				return nil, fmt.Errorf("mark ready: %w", classify(err))
 			}

@@ -11,7 +11,8 @@
 // group from the end (and, last, of one from the start), pop p50/p99, the
 // database's size and, with -broker-pid, the broker's RSS; with
 // -postgres-url also the cursor rows at the end and the ready set's rows
-// when the timed pops start. -groups N makes N groups before the
+// when the timed pops start; last, a seek of the timed group back to the
+// oldest message and its first pop. -groups N makes N groups before the
 // partitions; -pushers N creates them with N pushes in flight.
 package main
 
@@ -159,9 +160,25 @@ func main() {
 	if *brokerPID > 0 {
 		rss = fmt.Sprintf("%.0f MB", procstat.RSS(*brokerPID))
 	}
-	fmt.Printf("scale: %d partitions (%d with messages, %d groups before): created in %s, a new group's first pop %s (from the start %s), pop p50 %s p99 %s over %d pops, db %s, %s cursor rows, broker rss %s, ready set %s rows\n",
+
+	// After the figures, as it may write rows: group g, which has popped
+	// where the messages are, sought back to the oldest message on every
+	// partition, then its first pop.
+	start = time.Now()
+	if _, err := c.Seek(ctx, queue, comb.SeekOptions{Group: "g", To: comb.SeekStart}); err != nil {
+		log.Fatal(err)
+	}
+	seek := time.Since(start)
+	start = time.Now()
+	if got, err := c.Pop(ctx, queue, comb.PopOptions{Group: "g", Max: 1, AutoAck: true}); err != nil || len(got) != 1 {
+		log.Fatalf("the first pop after the seek: %d messages, %v", len(got), err)
+	}
+	seekPop := time.Since(start)
+
+	fmt.Printf("scale: %d partitions (%d with messages, %d groups before): created in %s, a new group's first pop %s (from the start %s), pop p50 %s p99 %s over %d pops, db %s, %s cursor rows, broker rss %s, ready set %s rows, a seek back to the start %s and its first pop %s\n",
 		*parts, ready, *groups, created.Round(time.Millisecond), firstPop.Round(time.Millisecond), firstAll.Round(time.Millisecond),
-		q(0.50).Round(10*time.Microsecond), q(0.99).Round(10*time.Microsecond), len(lat), db, cursors, rss, readyBefore)
+		q(0.50).Round(10*time.Microsecond), q(0.99).Round(10*time.Microsecond), len(lat), db, cursors, rss, readyBefore,
+		seek.Round(time.Millisecond), seekPop.Round(time.Millisecond))
 }
 
 // readyRows is the size of the ready set (comb_ready, migration 0012) when
