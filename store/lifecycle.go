@@ -502,7 +502,7 @@ func (s *Store) Seek(ctx context.Context, req domain.SeekParams) (int, error) {
 //     group from the end, allocOffsetsSQL; a pop the missing ones,
 //     makeMissingCursors), and makes those after it read it anew;
 //   - from_end cleared, so that its missing cursors are at the oldest
-//     message, and unmarked_after set to '', so that its pops mark every
+//     message, and unmarked_after set to the empty string, so that its pops mark every
 //     partition in the ready set before they read it (markFor), and the
 //     set's invariant holds with no row written here (ready.go);
 //   - its cursors moved to the oldest message, their leases ended.
@@ -533,7 +533,7 @@ func (s *Store) seekAllToStart(ctx context.Context, q queueRow, group string) (i
 }
 
 // moveCursorsSQL moves group $2's cursors on queue $1, on partition $3 or
-// on every one when it is '', to start (startExpr) and ends their leases.
+// on every one when it is empty, to start (startExpr) and ends their leases.
 // The cursors are locked in partition order first, as acks and a push's
 // hand-offs lock them: in the order the UPDATE happened to meet them, a
 // seek beside acks deadlocked (TestReadySetCoversReadyCursors).

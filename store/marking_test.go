@@ -147,7 +147,7 @@ func TestGroupsUnmarkedDownMigration(t *testing.T) {
 
 // TestSeekToStartMarksInWindows: a seek of every partition of a group
 // back to the oldest message writes no ready row and moves no mark by
-// partition; it starts the group's marking anew (unmarked_after = ''), as
+// partition; it starts the group's marking anew (unmarked_after empty), as
 // a new group's. Then the group gets every retained message once, on the
 // store that sought and on another one that knew the group marked; a
 // group from the end goes back to the oldest message too.

@@ -136,7 +136,7 @@ const markWindowSize = 5000
 // them. The mark moves only from where the window was read (a.after):
 // two steps at once mark the same window, and the later one leaves the
 // mark where the first moved it; a step beside a seek back to the start
-// (seekAllToStart, which sets the mark to '') leaves it there, where it
+// (seekAllToStart, which sets the mark to the empty string) leaves it there, where it
 // would move it past partitions the seek needs marked again. Such a step
 // returns no row, as if the marking were done, and its caller reads the
 // group's row again (markFor). A partition made or pushed to after the
