@@ -320,3 +320,68 @@ func TestSeekToStartBesidePushes(t *testing.T) {
 		require.Equal(t, next, got, "%s: every message", name)
 	}
 }
+
+// TestSeekToEndBesidePops: groups popping a backlog from the oldest
+// message, each sought to the end on every partition while three pops make
+// its cursors. No pop asked for after the seek was answered gets a message
+// of that backlog, and each group gets what is pushed after. A pop that
+// read the group before the seek and makes a missing cursor (at the oldest
+// message) after it would start that partition over; the seek's lock on
+// the group's row FOR UPDATE, and the pop's reading of from_end under its
+// own, leave it none to make.
+func TestSeekToEndBesidePops(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx := ctxT(t)
+	q := domain.Global("endbeside")
+	const parts, poppers, groups = 150, 3, 8
+	r := domain.PushParams{Queue: q}
+	for i := range parts {
+		for k := range 3 {
+			r.Messages = append(r.Messages, domain.PushMessage{Partition: "p" + strconv.Itoa(i), Data: []byte(strconv.Itoa(k)), Encoding: domain.EncodingJSON})
+		}
+	}
+	require.NoError(t, push(t, st, r)[0].Err)
+	for g := range groups {
+		name := "e" + strconv.Itoa(g)
+		var (
+			answered atomic.Int64 // the seek's answer, UnixNano; 0 before
+			stop     atomic.Bool
+			late     atomic.Int64 // messages of pops asked for after it
+			wg       sync.WaitGroup
+		)
+		for range poppers {
+			wg.Go(func() {
+				for !stop.Load() {
+					asked := time.Now().UnixNano()
+					ms, err := st.Pop(ctx, domain.PopParams{Queue: q, Group: name, Max: 5, Partitions: 4, AutoAck: true})
+					if err != nil {
+						t.Errorf("pop: %v", err)
+						return
+					}
+					if a := answered.Load(); a != 0 && asked > a {
+						late.Add(int64(len(ms)))
+					}
+				}
+			})
+		}
+		time.Sleep(time.Duration(3+2*g) * time.Millisecond)
+		moved, err := st.Seek(ctx, domain.SeekParams{Queue: q, Group: name, To: domain.Start{Kind: domain.StartNew}})
+		require.NoError(t, err)
+		require.Equal(t, parts, moved)
+		answered.Store(time.Now().UnixNano())
+		time.Sleep(30 * time.Millisecond)
+		stop.Store(true)
+		wg.Wait()
+		require.Zero(t, late.Load(), "%s: pops after the seek to the end got the backlog", name)
+		require.Empty(t, drain(t, st, q, name))
+	}
+	for _, part := range []string{"p0", "p77", "p149", "new"} {
+		pushN(t, st, "endbeside", part, 0, 1)
+	}
+	want := []string{"new/0", "p0/3", "p149/3", "p77/3"} // drain's order
+	for g := range groups {
+		require.Equal(t, want, drain(t, st, q, "e"+strconv.Itoa(g)), "what is pushed after the seek")
+	}
+	require.Zero(t, count(t, st, `SELECT count(*) FROM comb_groups WHERE name LIKE 'e%' AND (NOT from_end OR unmarked_after IS NOT NULL)`))
+}

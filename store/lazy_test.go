@@ -247,6 +247,7 @@ func TestSeekPlacesGroupsWithoutCursors(t *testing.T) {
 	n, err := st.Seek(ctx, domain.SeekParams{Queue: q, Group: "g", To: domain.Start{Kind: domain.StartNew}})
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
+	require.Zero(t, groupCursors(t, st, "seek", "g"), "to the end of every partition: a group from the end, with no cursor")
 	ms, err := st.Pop(ctx, domain.PopParams{Queue: q, Group: "g", Max: 10, Partitions: 10})
 	require.NoError(t, err)
 	require.Empty(t, ms)

@@ -432,10 +432,13 @@ func (s *Store) Seek(ctx context.Context, req domain.SeekParams) (int, error) {
 	// A seek of every partition back to the oldest message puts the group
 	// where a new one from there starts: every missing cursor at the
 	// oldest message, and its partitions marked in the ready set a window
-	// at a time by its pops (unmarked_after, markFor), where marking them
-	// all here took seconds at a million.
-	if to.Kind == domain.StartAll && partition == "" {
-		moved, err := s.seekAllToStart(ctx, q, group)
+	// at a time by its pops (unmarked_after, markFor). One to the end
+	// makes it a group from the end (from_end), whose missing cursors are
+	// there. Each moves only the cursors the group has: marking every
+	// partition, or writing the missing cursors at the end, took 25 s at
+	// a million.
+	if to.Kind != domain.StartTime && partition == "" {
+		moved, err := s.seekAll(ctx, q, group, to.Kind == domain.StartNew)
 		if err != nil {
 			return 0, fmt.Errorf("seek: %w", classify(err))
 		}
@@ -449,20 +452,17 @@ func (s *Store) Seek(ctx context.Context, req domain.SeekParams) (int, error) {
 			return err
 		}
 		// A group that starts at the end has its missing cursors there
-		// (from_end, migration 0017). A seek of every partition to the end
-		// leaves them so; any other writes them at the end and clears the
-		// flag first, so that what follows reads a missing cursor at the
-		// oldest retained message, as for any group.
+		// (from_end, migration 0017). This seek, of one partition or to a
+		// time, writes them at the end and clears the flag first, so that
+		// what follows reads a missing cursor at the oldest retained
+		// message, as for any group.
 		var fromEnd bool
-		endAll := to.Kind == domain.StartNew && partition == ""
-		stmt := `UPDATE comb_groups SET from_end = false WHERE queue_id = $1 AND name = $2 AND from_end RETURNING true`
-		if endAll {
-			stmt = `SELECT true FROM comb_groups WHERE queue_id = $1 AND name = $2 AND from_end`
-		}
-		if err := tx.QueryRow(ctx, stmt, q.ID, group).Scan(&fromEnd); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		err := tx.QueryRow(ctx, `UPDATE comb_groups SET from_end = false WHERE queue_id = $1 AND name = $2 AND from_end RETURNING true`,
+			q.ID, group).Scan(&fromEnd)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
-		if fromEnd && !endAll {
+		if fromEnd {
 			if _, err := tx.Exec(ctx, placeCursorsSQL(`p.next_offset`, ""), q.ID, group); err != nil {
 				return err
 			}
@@ -473,7 +473,7 @@ func (s *Store) Seek(ctx context.Context, req domain.SeekParams) (int, error) {
 		// seek to the oldest message makes none. The group's row FOR KEY
 		// SHARE first, as a pop that makes cursors takes it: a DeleteGroup
 		// waits, and leaves no cursor of the group behind.
-		if to.Kind != domain.StartAll && !(fromEnd && endAll) {
+		if to.Kind != domain.StartAll {
 			if _, err := tx.Exec(ctx, `SELECT 1 FROM comb_groups WHERE queue_id = $1 AND name = $2 FOR KEY SHARE`, q.ID, group); err != nil {
 				return err
 			}
@@ -495,32 +495,40 @@ func (s *Store) Seek(ctx context.Context, req domain.SeekParams) (int, error) {
 	return moved, nil
 }
 
-// seekAllToStart is Seek of every partition of group to the oldest
-// retained message. In one transaction:
+// seekAll is Seek of every partition of group, to the end (toEnd) or to
+// the oldest retained message. In one transaction:
 //   - the group's row FOR UPDATE, which waits for the pushes and pops that
 //     hold it FOR KEY SHARE to write cursors (a push writes those of a
-//     group from the end, allocOffsetsSQL; a pop the missing ones,
-//     makeMissingCursors), and makes those after it read it anew;
-//   - from_end cleared, so that its missing cursors are at the oldest
-//     message, and unmarked_after set to the empty string, so that its pops mark every
-//     partition in the ready set before they read it (markFor), and the
-//     set's invariant holds with no row written here (ready.go);
-//   - its cursors moved to the oldest message, their leases ended.
+//     group from the end, allocOffsetsSQL; a pop the missing ones of any
+//     other, makeMissingCursors), and makes those after it read it anew:
+//     each reads whether the group starts at the end as it writes;
+//   - to the end: from_end set, so that its missing cursors are at the
+//     end, and its marking ended (unmarked_after NULL): it is behind
+//     nowhere. To the start: from_end cleared, so that its missing cursors
+//     are at the oldest message, and unmarked_after set to the empty
+//     string, so that its pops mark every partition in the ready set
+//     before they read it (markFor): the set's invariant holds with no
+//     row written here (ready.go), as for a new group;
+//   - its cursors moved there, their leases ended.
 //
 // Its cost follows the group's cursors, not the queue's partitions. Other
-// stores learn of the marking when they read the group's row again, within
+// stores learn of a marking when they read the group's row again, within
 // their cache's TTL (makeGroup); until then their pops read the set as it
 // was, and find what it lists.
-func (s *Store) seekAllToStart(ctx context.Context, q queueRow, group string) (int, error) {
+func (s *Store) seekAll(ctx context.Context, q queueRow, group string, toEnd bool) (int, error) {
 	var moved int
+	set, to := `from_end = false, unmarked_after = ''`, `p.low_offset`
+	if toEnd {
+		set, to = `from_end = true, unmarked_after = NULL`, `p.next_offset`
+	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT 1 FROM comb_groups WHERE queue_id = $1 AND name = $2 FOR UPDATE`, q.ID, group); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `UPDATE comb_groups SET from_end = false, unmarked_after = '' WHERE queue_id = $1 AND name = $2`, q.ID, group); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE comb_groups SET `+set+` WHERE queue_id = $1 AND name = $2`, q.ID, group); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, moveCursorsSQL(`p.low_offset`), q.ID, group, ""); err != nil {
+		if _, err := tx.Exec(ctx, moveCursorsSQL(to), q.ID, group, ""); err != nil {
 			return err
 		}
 		return tx.QueryRow(ctx, `SELECT count(*) FROM comb_partitions WHERE queue_id = $1`, q.ID).Scan(&moved)
@@ -528,12 +536,13 @@ func (s *Store) seekAllToStart(ctx context.Context, q queueRow, group string) (i
 	if err != nil {
 		return 0, err
 	}
-	s.seeGroup(groupKey{q.ID, group}, true)
+	s.seeGroup(groupKey{q.ID, group}, !toEnd)
 	return moved, nil
 }
 
 // moveCursorsSQL moves group $2's cursors on queue $1, on partition $3 or
-// on every one when it is empty, to start (startExpr) and ends their leases.
+// on every one when it is empty, to start (startExpr), and ends their
+// leases.
 // The cursors are locked in partition order first, as acks and a push's
 // hand-offs lock them: in the order the UPDATE happened to meet them, a
 // seek beside acks deadlocked (TestReadySetCoversReadyCursors).

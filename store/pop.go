@@ -224,14 +224,17 @@ func (r readyRows) idCond() string {
 // It takes the group's row FOR KEY SHARE, and only while it inserts
 // something (the condition on x): a DeleteGroup waits for it, then deletes
 // what it made, so no cursor outlives its group. A group deleted first
-// gets nothing.
+// gets nothing; so does a group from the end (from_end), whose missing
+// cursors are at the end: a seek of the whole group to the end
+// (Store.seekAll) sets it under the row's lock FOR UPDATE, and a pop that
+// read the group before and waited for that lock reads the flag again.
 func makeMissingCursors(src string) string {
 	return `made AS (
     INSERT INTO comb_cursors (partition_id, group_name, queue_id)
     SELECT x.partition_id, g.name, g.queue_id
     FROM ` + src + ` x
     CROSS JOIN LATERAL (SELECT g.name, g.queue_id FROM comb_groups g
-        WHERE g.queue_id = $1 AND g.name = $2 AND x.missing FOR KEY SHARE) g
+        WHERE g.queue_id = $1 AND g.name = $2 AND x.missing AND NOT g.from_end FOR KEY SHARE) g
     WHERE x.missing
     ORDER BY x.partition_id
     ON CONFLICT DO NOTHING

@@ -90,7 +90,7 @@ func (s *Store) AnyReady(ctx context.Context, checks []domain.ReadyCheck) ([]boo
 //     for one that starts at the oldest message, its marking, which
 //     covers every partition until its windows put them in the set;
 //   - a seek (Seek), its group's rows; one of every partition back to
-//     the oldest message (seekAllToStart), its marking anew, as a new
+//     the oldest message (seekAll), its marking anew, as a new
 //     group's.
 //
 // Everything else only moves cursors forward. The sweeper alone deletes
@@ -136,11 +136,12 @@ const markWindowSize = 5000
 // them. The mark moves only from where the window was read (a.after):
 // two steps at once mark the same window, and the later one leaves the
 // mark where the first moved it; a step beside a seek back to the start
-// (seekAllToStart, which sets the mark to the empty string) leaves it there, where it
-// would move it past partitions the seek needs marked again. Such a step
-// returns no row, as if the marking were done, and its caller reads the
-// group's row again (markFor). A partition made or pushed to after the
-// group has a push's row anyway.
+// (seekAll, which sets the mark to the empty string) leaves it there,
+// where it would move it past partitions the seek needs marked again,
+// and one beside a seek to the end (which ends the marking) does not
+// start it again. Such a step returns no row, as if the marking were
+// done, and its caller reads the group's row again (markFor). A
+// partition made or pushed to after the group has a push's row anyway.
 const markWindowSQL = `
 WITH a AS (
     SELECT unmarked_after AS after FROM comb_groups WHERE queue_id = $1 AND name = $2

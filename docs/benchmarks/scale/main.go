@@ -12,7 +12,8 @@
 // database's size and, with -broker-pid, the broker's RSS; with
 // -postgres-url also the cursor rows at the end and the ready set's rows
 // when the timed pops start; last, a seek of the timed group back to the
-// oldest message and its first pop. -groups N makes N groups before the
+// oldest message and its first pop, and one of the group from the start
+// to the end. -groups N makes N groups before the
 // partitions; -pushers N creates them with N pushes in flight.
 package main
 
@@ -174,11 +175,18 @@ func main() {
 		log.Fatalf("the first pop after the seek: %d messages, %v", len(got), err)
 	}
 	seekPop := time.Since(start)
+	// And group s, made from the start with one pop, sought to the end of
+	// every partition.
+	start = time.Now()
+	if _, err := c.Seek(ctx, queue, comb.SeekOptions{Group: "s", To: comb.SeekEnd}); err != nil {
+		log.Fatal(err)
+	}
+	seekEnd := time.Since(start)
 
-	fmt.Printf("scale: %d partitions (%d with messages, %d groups before): created in %s, a new group's first pop %s (from the start %s), pop p50 %s p99 %s over %d pops, db %s, %s cursor rows, broker rss %s, ready set %s rows, a seek back to the start %s and its first pop %s\n",
+	fmt.Printf("scale: %d partitions (%d with messages, %d groups before): created in %s, a new group's first pop %s (from the start %s), pop p50 %s p99 %s over %d pops, db %s, %s cursor rows, broker rss %s, ready set %s rows, a seek back to the start %s and its first pop %s, a seek of a new group to the end %s\n",
 		*parts, ready, *groups, created.Round(time.Millisecond), firstPop.Round(time.Millisecond), firstAll.Round(time.Millisecond),
 		q(0.50).Round(10*time.Microsecond), q(0.99).Round(10*time.Microsecond), len(lat), db, cursors, rss, readyBefore,
-		seek.Round(time.Millisecond), seekPop.Round(time.Millisecond))
+		seek.Round(time.Millisecond), seekPop.Round(time.Millisecond), seekEnd.Round(time.Millisecond))
 }
 
 // readyRows is the size of the ready set (comb_ready, migration 0012) when
