@@ -208,15 +208,8 @@ func TestGroupFromTheEndBesidePushes(t *testing.T) {
 	for g := range groups {
 		name := "g" + strconv.Itoa(g)
 		got := map[string][]int64{}
-		for {
-			ms, err := st.Pop(ctx, domain.PopParams{Queue: q, Group: name, Max: 1000, Partitions: 1000, AutoAck: true})
-			require.NoError(t, err)
-			if len(ms) == 0 {
-				break
-			}
-			for _, m := range ms {
-				got[m.Partition] = append(got[m.Partition], m.Offset)
-			}
+		for _, m := range popAll(t, st, q, name, 1000, 1000) {
+			got[m.Partition] = append(got[m.Partition], m.Offset)
 		}
 		for part, offs := range got {
 			slices.Sort(offs)
@@ -237,10 +230,26 @@ func TestGroupFromTheEndBesidePushes(t *testing.T) {
 	}
 
 	// Deleting them beside pushes leaves none of their cursors.
-	stop.Store(false)
+	stopPushes := pushing(t, st, q, pushers, parts)
+	for g := range groups {
+		require.NoError(t, st.DeleteGroup(ctx, q, "g"+strconv.Itoa(g)))
+	}
+	stopPushes()
+	require.Zero(t, count(t, st, orphanCursorsSQL))
+}
+
+// pushing starts pushers that each push one message at a time to
+// partitions "p0" … "p<parts-1>" of q in turn, until the function it
+// returns is called, which waits for them.
+func pushing(t *testing.T, st *store.Store, q domain.QueueRef, pushers, parts int) (stop func()) {
+	t.Helper()
+	var (
+		done atomic.Bool
+		wg   sync.WaitGroup
+	)
 	for w := range pushers {
 		wg.Go(func() {
-			for i := 0; !stop.Load(); i++ {
+			for i := 0; !done.Load(); i++ {
 				if _, err := st.Push(context.Background(), []domain.PushParams{{Queue: q, Messages: []domain.PushMessage{
 					{Partition: "p" + strconv.Itoa((w+i)%parts), Data: []byte(`1`), Encoding: domain.EncodingJSON}}}}); err != nil {
 					t.Errorf("push: %v", err)
@@ -249,12 +258,10 @@ func TestGroupFromTheEndBesidePushes(t *testing.T) {
 			}
 		})
 	}
-	for g := range groups {
-		require.NoError(t, st.DeleteGroup(ctx, q, "g"+strconv.Itoa(g)))
+	return func() {
+		done.Store(true)
+		wg.Wait()
 	}
-	stop.Store(true)
-	wg.Wait()
-	require.Zero(t, count(t, st, orphanCursorsSQL))
 }
 
 // TestSeekToStartBesidePushes: groups from the end, each sought back to
@@ -269,23 +276,8 @@ func TestSeekToStartBesidePushes(t *testing.T) {
 	ctx := ctxT(t)
 	q := domain.Global("backbeside")
 	const parts, pushers, groups = 6, 4, 12
-	var (
-		stop atomic.Bool
-		wg   sync.WaitGroup
-	)
 	pushN(t, st, "backbeside", "p0", 0, 1)
-	for w := range pushers {
-		wg.Go(func() {
-			for i := 0; !stop.Load(); i++ {
-				part := "p" + strconv.Itoa((w+i)%parts)
-				if _, err := st.Push(ctx, []domain.PushParams{{Queue: q, Messages: []domain.PushMessage{
-					{Partition: part, Data: []byte(`1`), Encoding: domain.EncodingJSON}}}}); err != nil {
-					t.Errorf("push: %v", err)
-					return
-				}
-			}
-		})
-	}
+	stopPushes := pushing(t, st, q, pushers, parts)
 	for g := range groups {
 		name := "b" + strconv.Itoa(g)
 		newGroup(t, st, "backbeside", name, domain.Start{Kind: domain.StartNew})
@@ -293,8 +285,7 @@ func TestSeekToStartBesidePushes(t *testing.T) {
 		_, err := st.Seek(ctx, domain.SeekParams{Queue: q, Group: name, To: domain.Start{Kind: domain.StartAll}})
 		require.NoError(t, err)
 	}
-	stop.Store(true)
-	wg.Wait()
+	stopPushes()
 
 	info, err := st.Info(ctx, domain.InfoParams{Queue: q, Limit: parts})
 	require.NoError(t, err)
@@ -306,16 +297,9 @@ func TestSeekToStartBesidePushes(t *testing.T) {
 	for g := range groups {
 		name := "b" + strconv.Itoa(g)
 		got := map[string]int64{}
-		for {
-			ms, err := st.Pop(ctx, domain.PopParams{Queue: q, Group: name, Max: 1000, Partitions: 1000, AutoAck: true})
-			require.NoError(t, err)
-			if len(ms) == 0 {
-				break
-			}
-			for _, m := range ms {
-				require.Equal(t, got[m.Partition], m.Offset, "%s on %s: in order from 0, no gap", name, m.Partition)
-				got[m.Partition]++
-			}
+		for _, m := range popAll(t, st, q, name, 1000, 1000) {
+			require.Equal(t, got[m.Partition], m.Offset, "%s on %s: in order from 0, no gap", name, m.Partition)
+			got[m.Partition]++
 		}
 		require.Equal(t, next, got, "%s: every message", name)
 	}

@@ -24,23 +24,47 @@ func markedRows(t *testing.T, st *store.Store, group string) int {
 	return count(t, st, `SELECT count(*) FROM comb_ready WHERE group_name = $1`, group)
 }
 
+// popAll pops group, auto-acked, up to maxN messages of up to parts
+// partitions a pop, until a pop finds nothing, and returns what it got.
+func popAll(t *testing.T, st *store.Store, q domain.QueueRef, group string, maxN, parts int) []domain.Message {
+	t.Helper()
+	var got []domain.Message
+	for {
+		ms, err := st.Pop(ctxT(t), domain.PopParams{Queue: q, Group: group, Max: maxN, Partitions: parts, AutoAck: true})
+		require.NoError(t, err)
+		if len(ms) == 0 {
+			return got
+		}
+		got = append(got, ms...)
+	}
+}
+
 // drain pops group until a pop finds nothing and returns what it got, as
 // "partition/offset", sorted.
 func drain(t *testing.T, st *store.Store, q domain.QueueRef, group string) []string {
 	t.Helper()
 	var got []string
-	for {
-		ms, err := st.Pop(ctxT(t), domain.PopParams{Queue: q, Group: group, Max: 7, Partitions: 3, AutoAck: true})
-		require.NoError(t, err)
-		if len(ms) == 0 {
-			break
-		}
-		for _, m := range ms {
-			got = append(got, fmt.Sprintf("%s/%d", m.Partition, m.Offset))
-		}
+	for _, m := range popAll(t, st, q, group, 7, 3) {
+		got = append(got, fmt.Sprintf("%s/%d", m.Partition, m.Offset))
 	}
 	sort.Strings(got)
 	return got
+}
+
+// pushEach pushes per messages to each of parts partitions of queue,
+// "p00", "p01" …, and returns them as drain does.
+func pushEach(t *testing.T, st *store.Store, queue string, parts, per int) []string {
+	t.Helper()
+	var want []string
+	for i := range parts {
+		part := fmt.Sprintf("p%02d", i)
+		pushN(t, st, queue, part, 0, per)
+		for k := range per {
+			want = append(want, fmt.Sprintf("%s/%d", part, k))
+		}
+	}
+	sort.Strings(want)
+	return want
 }
 
 // TestNewGroupMarksInWindows: on 30 partitions, 10 of them retaining
@@ -160,13 +184,7 @@ func TestSeekToStartMarksInWindows(t *testing.T) {
 	other.SetMarkWindow(4)
 	ctx := ctxT(t)
 	q := domain.Global("back")
-	var want []string
-	for i := range 12 {
-		part := fmt.Sprintf("p%02d", i)
-		pushN(t, st, "back", part, 0, 2)
-		want = append(want, part+"/0", part+"/1")
-	}
-	sort.Strings(want)
+	want := pushEach(t, st, "back", 12, 2)
 	newGroup(t, st, "back", "n", domain.Start{Kind: domain.StartNew})
 	require.Equal(t, want, drain(t, st, q, "g"))
 	require.Empty(t, drain(t, other, q, "g"), "other knows g, and its marking done")
@@ -212,13 +230,7 @@ func TestMarkingStepBesideSeek(t *testing.T) {
 	st.SetMarkWindow(4)
 	ctx := ctxT(t)
 	q := domain.Global("race")
-	var want []string
-	for i := range 12 {
-		part := fmt.Sprintf("p%02d", i)
-		pushN(t, st, "race", part, 0, 2)
-		want = append(want, part+"/0", part+"/1")
-	}
-	sort.Strings(want)
+	want := pushEach(t, st, "race", 12, 2)
 	newGroup(t, st, "race", "g", domain.Start{})
 	require.Equal(t, 1, count(t, st, `SELECT count(*) FROM comb_groups WHERE name = 'g' AND unmarked_after = 'p03'`))
 
