@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"cmp"
 	"context"
 
 	"github.com/nats-io/nats.go/micro"
@@ -157,8 +158,9 @@ func (b *Bridge) handleSeek(t *tenant, req micro.Request) {
 		if err != nil {
 			return nil, err
 		}
-		// A rewound group may have messages ready for its waiting pops.
-		b.wakeAll(queue)
+		// A rewound group may have messages ready for its waiting pops,
+		// and other bridges must read it anew.
+		b.wakeReread(queue, cmp.Or(sk.Group, protocol.DefaultGroup))
 		return wire.SeekReply(n), nil
 	})
 }

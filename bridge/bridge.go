@@ -402,6 +402,9 @@ func (b *Bridge) Start(ctx context.Context) error {
 		if !ok {
 			return
 		}
+		if group, ok := decodeReread(m.Data); ok {
+			b.st.Reread(q, group)
+		}
 		targets, count := decodeWake(m.Data)
 		b.pops.wake(q, targets, count)
 	}

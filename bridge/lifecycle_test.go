@@ -2,13 +2,17 @@ package bridge_test
 
 import (
 	"encoding/json"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/combmq/comb/bridge"
+	"github.com/combmq/comb/domain"
 	"github.com/combmq/comb/internal/combtest"
+	"github.com/combmq/comb/protocol"
+	"github.com/combmq/comb/store"
 )
 
 // TestLongPollWokenWhenDelayPasses: a message of a queue with delay_ms is
@@ -98,4 +102,62 @@ func TestExpiredLeaseReachesAWaitingPop(t *testing.T) {
 	// Within the lease plus about one retry interval (0.7 s); the bound
 	// is looser, for a loaded machine, and still well before wait_ms.
 	require.Less(t, time.Since(start), 4*time.Second, "within the lease plus about one retry interval")
+}
+
+// TestSeekWakesOtherBridgesToReread: a seek's wake-up tells every bridge
+// to read the group anew. A bridge whose store cached the group for an
+// hour, its marking done, does not see a seek of the whole group back to
+// the start made behind its back (the pops find the ready set as it was:
+// nothing) until the wake-up a seek sends arrives; then its pops find
+// every message again. The seek's own wake-up carries that word.
+func TestSeekWakesOtherBridgesToReread(t *testing.T) {
+	t.Parallel()
+	env := combtest.StartWith(t, combtest.Options{
+		Store:         store.Options{QueueCacheTTL: time.Hour},
+		SweepInterval: 20 * time.Millisecond,
+		Bridge:        bridge.Config{RetryInterval: time.Hour},
+	})
+	nc := env.NC
+	call(t, nc, "comb.configure.sw", ``, nil)
+	for i := range 6 {
+		push(t, nc, "sw", `{"messages":[{"partition":"p`+strconv.Itoa(i)+`","data":1}]}`)
+	}
+	got := 0
+	for range 10 {
+		got += len(pop(t, nc, "sw", `{"group":"g","max":100,"partitions":10,"auto_ack":true}`))
+	}
+	require.Equal(t, 6, got)
+	// The sweeper takes g's rows out of the ready set: it is caught up.
+	waitFor(t, func() bool {
+		var n int
+		require.NoError(t, env.Store.Pool().QueryRow(t.Context(), `SELECT count(*) FROM comb_ready`).Scan(&n))
+		return n == 0
+	})
+
+	// Another broker's seek, behind this bridge's back.
+	other, err := store.Open(t.Context(), env.PostgresURL, store.Options{})
+	require.NoError(t, err)
+	t.Cleanup(other.Close)
+	_, err = other.Seek(t.Context(), domain.SeekParams{Queue: domain.Global("sw"), Group: "g", To: domain.Start{Kind: domain.StartAll}})
+	require.NoError(t, err)
+	require.Empty(t, pop(t, nc, "sw", `{"group":"g","max":100,"partitions":10,"auto_ack":true}`), "the ready set as this bridge last saw it")
+
+	// The wake-up the other broker's bridge would send.
+	wakeSubject := protocol.InternalPrefix + ".comb.wake.sw"
+	require.NoError(t, nc.Publish(wakeSubject, []byte("!g\n")))
+	got = 0
+	waitFor(t, func() bool {
+		got += len(pop(t, nc, "sw", `{"group":"g","max":100,"partitions":10,"auto_ack":true}`))
+		return got >= 6
+	})
+	require.Equal(t, 6, got, "read anew, every message again")
+
+	// And a seek through a bridge sends it.
+	wakes, err := nc.SubscribeSync(wakeSubject)
+	require.NoError(t, err)
+	require.NoError(t, nc.Flush())
+	call(t, nc, "comb.seek.sw", `{"group":"g","to":"start"}`, nil)
+	m, err := wakes.NextMsg(reqTimeout)
+	require.NoError(t, err)
+	require.Equal(t, "!g\n", string(m.Data))
 }

@@ -138,6 +138,37 @@ func (b *Bridge) wakeAll(queue domain.QueueRef) {
 	b.publishWakes(&w)
 }
 
+// wakeReread publishes a wake-up for anything in queue that also tells
+// every bridge to read group's row anew (Store.Reread): a seek changed
+// it, and a bridge that trusts what it saw of it within its cache's TTL
+// would look for the group's messages where they were before.
+func (b *Bridge) wakeReread(queue domain.QueueRef, group string) {
+	if err := b.nc.Publish(b.wakeSubject(queue), encodeReread(group)); err != nil {
+		b.log.Warn("publish wake-up", "queue", queue, "err", err)
+	}
+}
+
+// encodeReread is the body of wakeReread's wake-up: "!<group>\n". No
+// other body starts with '!' ('#' leads a count, and a target line holds a
+// tab), and a bridge that cannot read it wakes everything, as for any
+// body it cannot read.
+func encodeReread(group string) []byte {
+	return append(append([]byte{'!'}, group...), '\n')
+}
+
+// decodeReread returns the group of a wake-up that encodeReread made.
+func decodeReread(body []byte) (group string, ok bool) {
+	g, found := bytes.CutPrefix(body, []byte{'!'})
+	if !found {
+		return "", false
+	}
+	g, found = bytes.CutSuffix(g, []byte{'\n'})
+	if !found || bytes.ContainsAny(g, "\n\t") {
+		return "", false
+	}
+	return string(g), true
+}
+
 func encodeWake(targets map[wakeTarget]struct{}, count int) []byte {
 	var b []byte
 	if count > 0 {

@@ -1,6 +1,8 @@
 package bridge
 
 import (
+	"maps"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -47,6 +49,46 @@ func TestWakeCodec(t *testing.T) {
 	}
 	got, _ = decodeWake(encodeWake(many.targets[domain.Global("q")], 0))
 	require.Nil(t, got, "too many targets: everything")
+
+	// A seek's wake-up: read the group anew, and wake everything (also
+	// where a bridge does not know the '!').
+	group, ok := decodeReread(encodeReread("billing"))
+	require.True(t, ok)
+	require.Equal(t, "billing", group)
+	got, n = decodeWake(encodeReread("billing"))
+	require.Nil(t, got)
+	require.Zero(t, n)
+	for _, body := range []string{"", "billing\n", "!billing", "!a\tb\n", "!a\nb\n", "#3\n!g\n"} {
+		_, ok := decodeReread([]byte(body))
+		require.False(t, ok, "%q", body)
+	}
+}
+
+// FuzzWakeBodies: no body makes the wake-up decoders panic or return more
+// than maxWakeTargets targets, and what they read encodes back to itself.
+func FuzzWakeBodies(f *testing.F) {
+	for _, seed := range []string{"", "#12\n", "#3\n\teu\nbilling\tus\n", "!billing\n", "garbage", "#x\n", "\t\n"} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		targets, n := decodeWake(body)
+		require.LessOrEqual(t, len(targets), maxWakeTargets)
+		require.GreaterOrEqual(t, n, 0)
+		if targets != nil {
+			set := map[wakeTarget]struct{}{}
+			for _, tg := range targets {
+				require.NotEmpty(t, tg.partition)
+				require.NotContains(t, tg.group+tg.partition, "\n")
+				set[tg] = struct{}{}
+			}
+			again, m := decodeWake(encodeWake(set, n))
+			require.ElementsMatch(t, slices.Collect(maps.Keys(set)), again)
+			require.Equal(t, n, m)
+		}
+		if group, ok := decodeReread(body); ok {
+			require.Equal(t, body, encodeReread(group))
+		}
+	})
 }
 
 // TestWakeTargets checks which waiters a wake-up retries.

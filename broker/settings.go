@@ -159,7 +159,7 @@ var settings = []Setting{
 		Usage: "make an ack's commit wait for the WAL flush like a push; off: an ack lost in a crash only redelivers",
 		bind:  func(c *Config) flag.Value { return (*boolValue)(&c.Postgres.DurableAcks) }},
 	{Key: "queue_cache_ttl", Group: GroupPostgreSQL, kind: kindDuration,
-		Usage: "how long a queue's settings and groups are cached; a configure, or a seek of a whole group back to the start, on another broker shows within it",
+		Usage: "how long a queue's settings and groups are cached; a configure on another broker shows within it, a seek there as soon as its wake-up arrives",
 		bind:  func(c *Config) flag.Value { return (*durationValue)(&c.Postgres.QueueCacheTTL) }},
 	{Key: "pg_start_wait", Group: GroupPostgreSQL, kind: kindDuration,
 		Usage: "at start, how long to wait for a PostgreSQL that cannot be reached, trying again with backoff; 0 fails at once",

@@ -216,6 +216,18 @@ func TestSeekToStartMarksInWindows(t *testing.T) {
 	}, 10*time.Second, 50*time.Millisecond)
 	sort.Strings(got)
 	require.Equal(t, want, got)
+
+	// A store with a TTL of an hour reads the set as it was until it is
+	// told to read the group anew (Reread, a seek's wake-up).
+	stale := openStore(t, url, store.Options{MaxConns: 4, QueueCacheTTL: time.Hour})
+	stale.SetMarkWindow(4)
+	require.Empty(t, drain(t, stale, q, "g"), "it knows g, its marking done")
+	sweepAll(t, st)
+	_, err = st.Seek(ctx, domain.SeekParams{Queue: q, Group: "g", To: domain.Start{Kind: domain.StartAll}})
+	require.NoError(t, err)
+	require.Empty(t, drain(t, stale, q, "g"), "within its TTL, the set as it was: nothing")
+	stale.Reread(q, "g")
+	require.Equal(t, want, drain(t, stale, q, "g"))
 }
 
 // TestMarkingStepBesideSeek: a marking step that read the group's mark
