@@ -512,9 +512,10 @@ func (s *Store) Seek(ctx context.Context, req domain.SeekParams) (int, error) {
 //   - its cursors moved there, their leases ended.
 //
 // Its cost follows the group's cursors, not the queue's partitions. Other
-// stores learn of a marking when they read the group's row again, within
-// their cache's TTL (makeGroup); until then their pops read the set as it
-// was, and find what it lists.
+// stores learn of a marking when they read the group's row again: when
+// their bridge gets this seek's wake-up (Reread), or past their cache's
+// TTL (makeGroup). Until then their pops read the set as it was, and find
+// what it lists.
 func (s *Store) seekAll(ctx context.Context, q queueRow, group string, toEnd bool) (int, error) {
 	var moved int
 	set, to := `from_end = false, unmarked_after = ''`, `p.low_offset`
@@ -542,8 +543,7 @@ func (s *Store) seekAll(ctx context.Context, q queueRow, group string, toEnd boo
 
 // moveCursorsSQL moves group $2's cursors on queue $1, on partition $3 or
 // on every one when it is empty, to start (startExpr), and ends their
-// leases.
-// The cursors are locked in partition order first, as acks and a push's
+// leases. The cursors are locked in partition order first, as acks and a push's
 // hand-offs lock them: in the order the UPDATE happened to meet them, a
 // seek beside acks deadlocked (TestReadySetCoversReadyCursors).
 func moveCursorsSQL(start string) string {

@@ -178,7 +178,7 @@ func (s *Store) markFor(ctx context.Context, q queueRow, group string, want int)
 			// By key (keyedPlansSQL): the window's partitions in the name
 			// index's order, where a plan made on stale statistics read
 			// and sorted all of the queue's (1 s at a million).
-			var more bool
+			var more, moved bool
 			var n int
 			err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 				b := &pgx.Batch{}
@@ -188,11 +188,12 @@ func (s *Store) markFor(ctx context.Context, q queueRow, group string, want int)
 					if errors.Is(err, pgx.ErrNoRows) {
 						return nil
 					}
+					moved = err == nil
 					return err
 				})
 				return tx.SendBatch(ctx, b).Close()
 			})
-			if err == nil && !more {
+			if err == nil && !moved {
 				// No row: done, gone, or the mark moved meanwhile (by
 				// another step, or back to the start by a seek): the
 				// group's row says which.
