@@ -871,6 +871,16 @@ func (b *Bridge) errorOf(subject string, err error) (int, string) {
 	if we, ok := protocol.AsError(err); ok {
 		return we.Code, we.Message
 	}
+	if errors.Is(err, context.DeadlineExceeded) && (b.ctx == nil || b.ctx.Err() == nil) {
+		// The store call outlived request_timeout: PostgreSQL may be
+		// slow, or the request big (a seek of a million partitions to a
+		// time). pgx reports the cancelled query as a network error,
+		// which would read as PostgreSQL unavailable.
+		id := nuid.Next()
+		b.log.Warn("request timed out", "request_id", id, "subject", subject, "request_timeout", b.cfg.RequestTimeout, "err", err)
+		return protocol.CodeUnavailable, "timed out waiting for PostgreSQL after " + b.cfg.RequestTimeout.String() +
+			" (request_timeout), retry later, request id " + id
+	}
 	if errors.Is(err, domain.ErrUnavailable) {
 		// The error quotes what pgx says, hosts, ports, users and
 		// databases included: the client learns what failed and an id,
@@ -893,10 +903,7 @@ func (b *Bridge) errorOf(subject string, err error) (int, string) {
 			return m.code, err.Error()
 		}
 	}
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		return protocol.CodeUnavailable, "timed out waiting for PostgreSQL, retry later"
-	case errors.Is(err, context.Canceled) && b.ctx != nil && b.ctx.Err() != nil:
+	if errors.Is(err, context.Canceled) && b.ctx != nil && b.ctx.Err() != nil {
 		return protocol.CodeUnavailable, "bridge stopping, retry"
 	}
 	id := nuid.Next()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/combmq/comb/bridge"
 	"github.com/combmq/comb/embeddednats"
+	"github.com/combmq/comb/internal/combtest"
 	"github.com/combmq/comb/internal/freeport"
 	"github.com/combmq/comb/internal/testenv"
 	"github.com/combmq/comb/protocol"
@@ -71,4 +72,24 @@ func TestUnavailableReplyNamesNoHost(t *testing.T) {
 		}, 10*time.Second, 10*time.Millisecond, "the log has the detail under the id:\n%s", logs.String())
 		require.NotContains(t, logs.String(), "sekrit", "pgx names no password")
 	}
+}
+
+// TestTimedOutReplySaysSo: a store call that outlives request_timeout
+// (here a seek waiting for a lock on its group's row) is answered 503
+// "timed out waiting for PostgreSQL after …", naming the setting and a
+// request id, not "postgresql unavailable": PostgreSQL answered all along.
+func TestTimedOutReplySaysSo(t *testing.T) {
+	t.Parallel()
+	env := combtest.StartWith(t, combtest.Options{Bridge: bridge.Config{RequestTimeout: 500 * time.Millisecond}})
+	nc := env.NC
+	call(t, nc, "comb.configure.slow", ``, nil)
+	pop(t, nc, "slow", `{"group":"g"}`)
+	tx, err := env.Store.Pool().Begin(t.Context())
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	_, err = tx.Exec(t.Context(), `SELECT 1 FROM comb_groups WHERE name = 'g' FOR UPDATE`)
+	require.NoError(t, err)
+
+	m := request(t, nc, "comb.seek.slow", `{"group":"g","to":"start"}`)
+	requireError(t, m, protocol.CodeUnavailable, "timed out waiting for PostgreSQL after 500ms (request_timeout), retry later, request id ")
 }

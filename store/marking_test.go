@@ -279,3 +279,37 @@ func TestMarkingStepBesideSeek(t *testing.T) {
 	require.Equal(t, want, got)
 	require.Zero(t, count(t, st, uncoveredSQL))
 }
+
+// TestSeekToATime: a seek of every partition to a time puts a group,
+// whether it was marking its partitions, started at the end, or is made
+// by the seek, at the first message pushed at or after the time on each:
+// past a partition that retains only older messages, into one that
+// retains both, at the start of one that retains only newer ones. It
+// ends the group's marking: its ready rows cover what it is behind on.
+func TestSeekToATime(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	st.SetMarkWindow(2)
+	ctx := ctxT(t)
+	q := domain.Global("at")
+	emptied(t, st, "at", 2) // p0 and p1 retain nothing
+	pushN(t, st, "at", "old", 0, 3)
+	pushN(t, st, "at", "both", 0, 2)
+	var mid time.Time
+	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT now()`).Scan(&mid))
+	pushN(t, st, "at", "both", 2, 2)
+	pushN(t, st, "at", "new", 0, 2)
+	newGroup(t, st, "at", "g", domain.Start{})
+	newGroup(t, st, "at", "n", domain.Start{Kind: domain.StartNew})
+	require.Equal(t, 1, count(t, st, `SELECT count(*) FROM comb_groups WHERE name = 'g' AND unmarked_after IS NOT NULL`), "g marks in windows of 2")
+
+	want := []string{"both/2", "both/3", "new/0", "new/1"}
+	for _, group := range []string{"g", "n", "made"} {
+		moved, err := st.Seek(ctx, domain.SeekParams{Queue: q, Group: group, To: domain.Start{Kind: domain.StartTime, Time: mid}})
+		require.NoError(t, err)
+		require.Equal(t, 5, moved)
+		require.Equal(t, 1, count(t, st, `SELECT count(*) FROM comb_groups WHERE name = $1 AND unmarked_after IS NULL AND NOT from_end`, group))
+		require.Zero(t, count(t, st, uncoveredSQL))
+		require.Equal(t, want, drain(t, st, q, group), group)
+	}
+}
