@@ -12,8 +12,8 @@
 // database's size and, with -broker-pid, the broker's RSS; with
 // -postgres-url also the cursor rows at the end and the ready set's rows
 // when the timed pops start; last, a seek of the timed group back to the
-// oldest message and its first pop, and one of the group from the start
-// to the end. -groups N makes N groups before the
+// oldest message and its first pop, one of the group from the start to
+// the end, and two of the timed group to a time. -groups N makes N groups before the
 // partitions; -pushers N creates them with N pushes in flight.
 package main
 
@@ -89,6 +89,7 @@ func main() {
 		all[i] = i
 	}
 	start := time.Now()
+	beforeAll := start.Add(-time.Second) // before every message
 	var g errgroup.Group
 	g.SetLimit(*pushers)
 	for from := 0; from < len(all); from += 10000 {
@@ -117,6 +118,7 @@ func main() {
 			ids = append(ids, r*(*parts/ready))
 		}
 	}
+	midway := time.Now() // after the partitions' messages, before these
 	push(ids)
 	time.Sleep(*settle)
 	readyBefore := readyRows(ctx, *pgURL)
@@ -182,11 +184,21 @@ func main() {
 		log.Fatal(err)
 	}
 	seekEnd := time.Since(start)
+	// Group g again, to a time before every message, then to one between
+	// the partitions' first messages and the timed pops' messages.
+	seekTime := func(at time.Time) time.Duration {
+		start := time.Now()
+		if _, err := c.Seek(ctx, queue, comb.SeekOptions{Group: "g", To: comb.SeekTime(at)}); err != nil {
+			log.Fatal(err)
+		}
+		return time.Since(start)
+	}
+	seekBefore, seekMidway := seekTime(beforeAll), seekTime(midway)
 
-	fmt.Printf("scale: %d partitions (%d with messages, %d groups before): created in %s, a new group's first pop %s (from the start %s), pop p50 %s p99 %s over %d pops, db %s, %s cursor rows, broker rss %s, ready set %s rows, a seek back to the start %s and its first pop %s, a seek of a new group to the end %s\n",
+	fmt.Printf("scale: %d partitions (%d with messages, %d groups before): created in %s, a new group's first pop %s (from the start %s), pop p50 %s p99 %s over %d pops, db %s, %s cursor rows, broker rss %s, ready set %s rows, a seek back to the start %s and its first pop %s, a seek of a new group to the end %s, of g to a time before every message %s and to one midway %s\n",
 		*parts, ready, *groups, created.Round(time.Millisecond), firstPop.Round(time.Millisecond), firstAll.Round(time.Millisecond),
 		q(0.50).Round(10*time.Microsecond), q(0.99).Round(10*time.Microsecond), len(lat), db, cursors, rss, readyBefore,
-		seek.Round(time.Millisecond), seekPop.Round(time.Millisecond), seekEnd.Round(time.Millisecond))
+		seek.Round(time.Millisecond), seekPop.Round(time.Millisecond), seekEnd.Round(time.Millisecond), seekBefore.Round(time.Millisecond), seekMidway.Round(time.Millisecond))
 }
 
 // readyRows is the size of the ready set (comb_ready, migration 0012) when
