@@ -306,13 +306,14 @@ func TestSeekToStartBesidePushes(t *testing.T) {
 }
 
 // TestSeekToEndBesidePops: groups popping a backlog from the oldest
-// message, each sought to the end on every partition while three pops make
-// its cursors. No pop asked for after the seek was answered gets a message
-// of that backlog, and each group gets what is pushed after. A pop that
-// read the group before the seek and makes a missing cursor (at the oldest
-// message) after it would start that partition over; the seek's lock on
-// the group's row FOR UPDATE, and the pop's reading of from_end under its
-// own, leave it none to make.
+// message, each sought on every partition, to the end or to a time after
+// the backlog, while three pops make its cursors. No pop asked for after
+// the seek was answered gets a message of that backlog, and each group
+// gets what is pushed after. A pop that read the group before the seek
+// and makes a missing cursor (at the oldest message) after it would start
+// that partition over; the seek's lock on the group's row FOR UPDATE, and
+// the pop's reading of from_end under its own (to the end) or the seek's
+// cursor there (to a time), leave it none to make.
 func TestSeekToEndBesidePops(t *testing.T) {
 	t.Parallel()
 	st := newStore(t)
@@ -326,8 +327,15 @@ func TestSeekToEndBesidePops(t *testing.T) {
 		}
 	}
 	require.NoError(t, push(t, st, r)[0].Err)
-	for g := range groups {
-		name := "e" + strconv.Itoa(g)
+	var after time.Time
+	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT now()`).Scan(&after))
+	var names []string
+	for g := range 2 * groups {
+		name, to := "e"+strconv.Itoa(g), domain.Start{Kind: domain.StartNew}
+		if g >= groups {
+			name, to = "t"+strconv.Itoa(g), domain.Start{Kind: domain.StartTime, Time: after}
+		}
+		names = append(names, name)
 		var (
 			answered atomic.Int64 // the seek's answer, UnixNano; 0 before
 			stop     atomic.Bool
@@ -349,23 +357,24 @@ func TestSeekToEndBesidePops(t *testing.T) {
 				}
 			})
 		}
-		time.Sleep(time.Duration(3+2*g) * time.Millisecond)
-		moved, err := st.Seek(ctx, domain.SeekParams{Queue: q, Group: name, To: domain.Start{Kind: domain.StartNew}})
+		time.Sleep(time.Duration(3+2*(g%groups)) * time.Millisecond)
+		moved, err := st.Seek(ctx, domain.SeekParams{Queue: q, Group: name, To: to})
 		require.NoError(t, err)
 		require.Equal(t, parts, moved)
 		answered.Store(time.Now().UnixNano())
 		time.Sleep(30 * time.Millisecond)
 		stop.Store(true)
 		wg.Wait()
-		require.Zero(t, late.Load(), "%s: pops after the seek to the end got the backlog", name)
+		require.Zero(t, late.Load(), "%s: pops after the seek got the backlog", name)
 		require.Empty(t, drain(t, st, q, name))
 	}
 	for _, part := range []string{"p0", "p77", "p149", "new"} {
 		pushN(t, st, "endbeside", part, 0, 1)
 	}
 	want := []string{"new/0", "p0/3", "p149/3", "p77/3"} // drain's order
-	for g := range groups {
-		require.Equal(t, want, drain(t, st, q, "e"+strconv.Itoa(g)), "what is pushed after the seek")
+	for _, name := range names {
+		require.Equal(t, want, drain(t, st, q, name), "%s: what is pushed after the seek", name)
 	}
 	require.Zero(t, count(t, st, `SELECT count(*) FROM comb_groups WHERE name LIKE 'e%' AND (NOT from_end OR unmarked_after IS NOT NULL)`))
+	require.Zero(t, count(t, st, `SELECT count(*) FROM comb_groups WHERE name LIKE 't%' AND (from_end OR unmarked_after IS NOT NULL)`))
 }

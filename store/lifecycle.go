@@ -443,9 +443,14 @@ func (s *Store) Seek(ctx context.Context, req domain.SeekParams) (int, error) {
 	// makes it a group from the end (from_end), whose missing cursors are
 	// there. Each moves only the cursors the group has: marking every
 	// partition, or writing the missing cursors at the end, took 25 s at
-	// a million.
-	if to.Kind != domain.StartTime && partition == "" {
-		moved, err := s.seekAll(ctx, q, group, to.Kind == domain.StartNew)
+	// a million. One to a time reads where it falls in each partition once
+	// (seekAllToTime).
+	if partition == "" {
+		seek := func() (int, error) { return s.seekAll(ctx, q, group, to.Kind == domain.StartNew) }
+		if to.Kind == domain.StartTime {
+			seek = func() (int, error) { return s.seekAllToTime(ctx, q, group, to.Time) }
+		}
+		moved, err := seek()
 		if err != nil {
 			return 0, fmt.Errorf("seek: %w", classify(err))
 		}
@@ -459,19 +464,10 @@ func (s *Store) Seek(ctx context.Context, req domain.SeekParams) (int, error) {
 			return err
 		}
 		// A group that starts at the end has its missing cursors there
-		// (from_end, migration 0017). This seek, of one partition or to a
-		// time, writes them at the end and clears the flag first, so that
-		// what follows reads a missing cursor at the oldest retained
-		// message, as for any group.
-		// A seek of every partition to a time also ends the group's
-		// marking (migration 0018): its rows, above, cover every partition
-		// where the seek puts it short of the end.
-		if partition == "" {
-			if _, err := tx.Exec(ctx, `UPDATE comb_groups SET unmarked_after = NULL WHERE queue_id = $1 AND name = $2 AND unmarked_after IS NOT NULL`,
-				q.ID, group); err != nil {
-				return err
-			}
-		}
+		// (from_end, migration 0017). This seek, of one partition, writes
+		// them at the end and clears the flag first, so that what follows
+		// reads a missing cursor at the oldest retained message, as for
+		// any group.
 		var fromEnd bool
 		err := tx.QueryRow(ctx, `UPDATE comb_groups SET from_end = false WHERE queue_id = $1 AND name = $2 AND from_end RETURNING true`,
 			q.ID, group).Scan(&fromEnd)
@@ -507,9 +503,6 @@ func (s *Store) Seek(ctx context.Context, req domain.SeekParams) (int, error) {
 	})
 	if err != nil {
 		return 0, fmt.Errorf("seek: %w", classify(err))
-	}
-	if partition == "" {
-		s.seeGroup(groupKey{q.ID, group}, false) // its marking ended
 	}
 	return moved, nil
 }
@@ -559,6 +552,103 @@ func (s *Store) seekAll(ctx context.Context, q queueRow, group string, toEnd boo
 	s.seeGroup(groupKey{q.ID, group}, !toEnd)
 	return moved, nil
 }
+
+// seekAllToTime is Seek of every partition of group to the first message
+// pushed at or after at. It reads where at falls in each partition once
+// (startExpr), and only for the partitions where that is past the oldest
+// retained message: everywhere else the group's missing cursor is already
+// where the seek puts it. In one transaction:
+//   - the group's row FOR UPDATE, as in seekAll: no pop makes its missing
+//     cursors and no push writes its cursor meanwhile;
+//   - from_end cleared, so that its missing cursors are at the oldest
+//     message, and its marking ended (unmarked_after NULL): the rows
+//     written next cover every partition it is behind on;
+//   - its ready rows, where the seek puts it short of the end;
+//   - its cursors moved, then the missing ones written past the oldest
+//     message.
+//
+// Each of the statements read where the time falls in every partition
+// before (three times, 45 s at a million); the reads are still one a
+// partition that retains messages older than the time.
+func (s *Store) seekAllToTime(ctx context.Context, q queueRow, group string, at time.Time) (int, error) {
+	start, targs := startExpr(domain.Start{Kind: domain.StartTime, Time: at}, 2)
+	var moved int
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM comb_groups WHERE queue_id = $1 AND name = $2 FOR UPDATE`, q.ID, group); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE comb_groups SET from_end = false, unmarked_after = NULL WHERE queue_id = $1 AND name = $2`, q.ID, group); err != nil {
+			return err
+		}
+		// The partitions where the seek puts the group past the oldest
+		// retained message, and where: by id. (OFFSET 0 keeps PostgreSQL
+		// from pulling the subquery up and reading the start twice.)
+		rows, err := tx.Query(ctx, `SELECT id, start FROM (
+		        SELECT p.id, p.low_offset, `+start+` AS start FROM comb_partitions p WHERE p.queue_id = $1
+		        OFFSET 0) x
+		    WHERE start > low_offset ORDER BY id`, append([]any{q.ID}, targs...)...)
+		if err != nil {
+			return err
+		}
+		var ids, starts []int64
+		var id, st int64
+		if _, err := pgx.ForEachRow(rows, []any{&id, &st}, func() error {
+			ids, starts = append(ids, id), append(starts, st)
+			return nil
+		}); err != nil {
+			return err
+		}
+		for _, stmt := range []string{seekMarkSQL, seekMoveSQL, seekPlaceSQL} {
+			if _, err := tx.Exec(ctx, stmt, q.ID, group, ids, starts); err != nil {
+				return err
+			}
+		}
+		return tx.QueryRow(ctx, `SELECT count(*) FROM comb_partitions WHERE queue_id = $1`, q.ID).Scan(&moved)
+	})
+	if err != nil {
+		return 0, err
+	}
+	s.seeGroup(groupKey{q.ID, group}, false)
+	return moved, nil
+}
+
+// The statements of seekAllToTime, on queue $1 and group $2; $3 and $4 are
+// the ids of the partitions where the group starts past the oldest
+// retained message and those starts. Each takes its rows in partition id
+// order, as every writer of them does.
+const (
+	// seekMarkSQL writes the group's ready rows where it starts short of
+	// the end (markReadySQL).
+	seekMarkSQL = `
+		INSERT INTO comb_ready (partition_id, group_name, queue_id)
+		SELECT p.id, $2, p.queue_id
+		FROM comb_partitions p LEFT JOIN unnest($3::bigint[], $4::bigint[]) AS x(id, start) ON x.id = p.id
+		WHERE p.queue_id = $1 AND p.next_offset > coalesce(x.start, p.low_offset)
+		ORDER BY p.id
+		ON CONFLICT (partition_id, group_name) DO UPDATE SET queue_id = EXCLUDED.queue_id`
+	// seekMoveSQL moves the group's cursors and ends their leases
+	// (moveCursorsSQL).
+	seekMoveSQL = `
+		WITH l AS (
+		    SELECT c.partition_id FROM comb_cursors c
+		    WHERE c.queue_id = $1 AND c.group_name = $2
+		    ORDER BY c.partition_id
+		    FOR UPDATE OF c
+		)
+		UPDATE comb_cursors c SET committed = coalesce(x.start, p.low_offset),
+		       lease_id = NULL, lease_until = NULL, lease_from = NULL, lease_upto = NULL,
+		       attempts = 0, delivered_upto = -1
+		FROM l JOIN comb_partitions p ON p.id = l.partition_id
+		LEFT JOIN unnest($3::bigint[], $4::bigint[]) AS x(id, start) ON x.id = l.partition_id
+		WHERE c.partition_id = l.partition_id AND c.group_name = $2`
+	// seekPlaceSQL writes the cursors the group lacks where it starts past
+	// the oldest retained message (placeCursorsSQL).
+	seekPlaceSQL = `
+		INSERT INTO comb_cursors (partition_id, group_name, queue_id, committed)
+		SELECT x.id, $2, $1, x.start FROM unnest($3::bigint[], $4::bigint[]) AS x(id, start)
+		ORDER BY x.id
+		ON CONFLICT DO NOTHING`
+)
 
 // moveCursorsSQL moves group $2's cursors on queue $1, on partition $3 or
 // on every one when it is empty, to start (startExpr), and ends their
