@@ -567,9 +567,9 @@ func (s *Store) seekAll(ctx context.Context, q queueRow, group string, toEnd boo
 //   - its cursors moved, then the missing ones written past the oldest
 //     message.
 //
-// Each of the statements read where the time falls in every partition
-// before (three times, 45 s at a million); the reads are still one a
-// partition that retains messages older than the time.
+// Before, each of three statements read where the time falls in every
+// partition (45 s at a million). It still reads the segments of each
+// partition that retains messages older than the time, once.
 func (s *Store) seekAllToTime(ctx context.Context, q queueRow, group string, at time.Time) (int, error) {
 	start, targs := startExpr(domain.Start{Kind: domain.StartTime, Time: at}, 2)
 	var moved int
@@ -652,9 +652,9 @@ const (
 
 // moveCursorsSQL moves group $2's cursors on queue $1, on partition $3 or
 // on every one when it is empty, to start (startExpr), and ends their
-// leases. The cursors are locked in partition order first, as acks and a push's
-// hand-offs lock them: in the order the UPDATE happened to meet them, a
-// seek beside acks deadlocked (TestReadySetCoversReadyCursors).
+// leases. The cursors are locked in partition order first, as acks and a
+// push's hand-offs lock them: in the order the UPDATE happened to meet
+// them, a seek beside acks deadlocked (TestReadySetCoversReadyCursors).
 func moveCursorsSQL(start string) string {
 	return `
 		WITH l AS (
