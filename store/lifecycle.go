@@ -456,11 +456,12 @@ func (s *Store) Seek(ctx context.Context, req domain.SeekParams) (int, error) {
 		}
 		return moved, nil
 	}
-	// A seek back makes partitions ready without a push: they join the
-	// ready set first, in the same transaction (see ready.go).
+	// A seek of one partition. A seek back makes it ready without a push:
+	// it joins the ready set first, in the same transaction (see ready.go).
+	const named = ` AND p.name = $3`
 	var moved int
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, markReadySQL(start, ` AND ($3 = '' OR p.name = $3)`), args...); err != nil {
+		if _, err := tx.Exec(ctx, markReadySQL(start, "", named), args...); err != nil {
 			return err
 		}
 		// A group that starts at the end has its missing cursors there
@@ -489,16 +490,16 @@ func (s *Store) Seek(ctx context.Context, req domain.SeekParams) (int, error) {
 			if _, err := tx.Exec(ctx, `SELECT 1 FROM comb_groups WHERE queue_id = $1 AND name = $2 FOR KEY SHARE`, q.ID, group); err != nil {
 				return err
 			}
-			if _, err := tx.Exec(ctx, placeCursorsSQL(start, ` AND ($3 = '' OR p.name = $3)`), args...); err != nil {
+			if _, err := tx.Exec(ctx, placeCursorsSQL(start, named), args...); err != nil {
 				return err
 			}
 		}
-		if _, err := tx.Exec(ctx, moveCursorsSQL(start), args...); err != nil {
+		if _, err := tx.Exec(ctx, moveCursorsSQL(start, "", named), args...); err != nil {
 			return err
 		}
-		// Every partition in reach: the group is there now, with a cursor
-		// or without one.
-		return tx.QueryRow(ctx, `SELECT count(*) FROM comb_partitions WHERE queue_id = $1 AND ($2 = '' OR name = $2)`,
+		// The partition, if it exists: the group is there now, with a
+		// cursor or without one.
+		return tx.QueryRow(ctx, `SELECT count(*) FROM comb_partitions WHERE queue_id = $1 AND name = $2`,
 			q.ID, partition).Scan(&moved)
 	})
 	if err != nil {
@@ -507,13 +508,44 @@ func (s *Store) Seek(ctx context.Context, req domain.SeekParams) (int, error) {
 	return moved, nil
 }
 
-// seekAll is Seek of every partition of group, to the end (toEnd) or to
-// the oldest retained message. In one transaction:
+// seekWhole runs a seek of every partition of group in one transaction:
 //   - the group's row FOR UPDATE, which waits for the pushes and pops that
 //     hold it FOR KEY SHARE to write cursors (a push writes those of a
 //     group from the end, allocOffsetsSQL; a pop the missing ones of any
 //     other, makeMissingCursors), and makes those after it read it anew:
 //     each reads whether the group starts at the end as it writes;
+//   - the group's row updated as set says (its from_end and
+//     unmarked_after);
+//   - place, which puts its cursors and ready rows where the seek says.
+//
+// It returns how many partitions the queue has, and records here whether
+// the group is marking. Other stores learn of a marking when they read the
+// group's row again: when their bridge gets this seek's wake-up (Reread),
+// or past their cache's TTL (makeGroup). Until then their pops read the
+// set as it was, and find what it lists.
+func (s *Store) seekWhole(ctx context.Context, q queueRow, group, set string, marking bool, place func(pgx.Tx) error) (int, error) {
+	var moved int
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM comb_groups WHERE queue_id = $1 AND name = $2 FOR UPDATE`, q.ID, group); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE comb_groups SET `+set+` WHERE queue_id = $1 AND name = $2`, q.ID, group); err != nil {
+			return err
+		}
+		if err := place(tx); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, `SELECT count(*) FROM comb_partitions WHERE queue_id = $1`, q.ID).Scan(&moved)
+	})
+	if err != nil {
+		return 0, err
+	}
+	s.seeGroup(groupKey{q.ID, group}, marking)
+	return moved, nil
+}
+
+// seekAll is Seek of every partition of group, to the end (toEnd) or to
+// the oldest retained message (seekWhole):
 //   - to the end: from_end set, so that its missing cursors are at the
 //     end, and its marking ended (unmarked_after NULL): it is behind
 //     nowhere. To the start: from_end cleared, so that its missing cursors
@@ -523,43 +555,23 @@ func (s *Store) Seek(ctx context.Context, req domain.SeekParams) (int, error) {
 //     row written here (ready.go), as for a new group;
 //   - its cursors moved there, their leases ended.
 //
-// Its cost follows the group's cursors, not the queue's partitions. Other
-// stores learn of a marking when they read the group's row again: when
-// their bridge gets this seek's wake-up (Reread), or past their cache's
-// TTL (makeGroup). Until then their pops read the set as it was, and find
-// what it lists.
+// Its cost follows the group's cursors, not the queue's partitions.
 func (s *Store) seekAll(ctx context.Context, q queueRow, group string, toEnd bool) (int, error) {
-	var moved int
 	set, to := `from_end = false, unmarked_after = ''`, `p.low_offset`
 	if toEnd {
 		set, to = `from_end = true, unmarked_after = NULL`, `p.next_offset`
 	}
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT 1 FROM comb_groups WHERE queue_id = $1 AND name = $2 FOR UPDATE`, q.ID, group); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `UPDATE comb_groups SET `+set+` WHERE queue_id = $1 AND name = $2`, q.ID, group); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, moveCursorsSQL(to), q.ID, group, ""); err != nil {
-			return err
-		}
-		return tx.QueryRow(ctx, `SELECT count(*) FROM comb_partitions WHERE queue_id = $1`, q.ID).Scan(&moved)
+	return s.seekWhole(ctx, q, group, set, !toEnd, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, moveCursorsSQL(to, "", ""), q.ID, group)
+		return err
 	})
-	if err != nil {
-		return 0, err
-	}
-	s.seeGroup(groupKey{q.ID, group}, !toEnd)
-	return moved, nil
 }
 
 // seekAllToTime is Seek of every partition of group to the first message
-// pushed at or after at. It reads where at falls in each partition once
-// (startExpr), and only for the partitions where that is past the oldest
-// retained message: everywhere else the group's missing cursor is already
-// where the seek puts it. In one transaction:
-//   - the group's row FOR UPDATE, as in seekAll: no pop makes its missing
-//     cursors and no push writes its cursor meanwhile;
+// pushed at or after at (seekWhole). It reads where at falls in each
+// partition once (startExpr), and keeps it only where that is past the
+// oldest retained message: everywhere else the group's missing cursor is
+// already where the seek puts it. Then:
 //   - from_end cleared, so that its missing cursors are at the oldest
 //     message, and its marking ended (unmarked_after NULL): the rows
 //     written next cover every partition it is behind on;
@@ -572,14 +584,7 @@ func (s *Store) seekAll(ctx context.Context, q queueRow, group string, toEnd boo
 // partition that retains messages older than the time, once.
 func (s *Store) seekAllToTime(ctx context.Context, q queueRow, group string, at time.Time) (int, error) {
 	start, targs := startExpr(domain.Start{Kind: domain.StartTime, Time: at}, 2)
-	var moved int
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT 1 FROM comb_groups WHERE queue_id = $1 AND name = $2 FOR UPDATE`, q.ID, group); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `UPDATE comb_groups SET from_end = false, unmarked_after = NULL WHERE queue_id = $1 AND name = $2`, q.ID, group); err != nil {
-			return err
-		}
+	return s.seekWhole(ctx, q, group, `from_end = false, unmarked_after = NULL`, false, func(tx pgx.Tx) error {
 		// The partitions where the seek puts the group past the oldest
 		// retained message, and where: by id. (OFFSET 0 keeps PostgreSQL
 		// from pulling the subquery up and reading the start twice.)
@@ -598,76 +603,47 @@ func (s *Store) seekAllToTime(ctx context.Context, q queueRow, group string, at 
 		}); err != nil {
 			return err
 		}
-		for _, stmt := range []string{seekMarkSQL, seekMoveSQL, seekPlaceSQL} {
+		// Those starts ($3, $4), and the oldest retained message elsewhere.
+		const at = `coalesce(x.start, p.low_offset)`
+		const join = `LEFT JOIN unnest($3::bigint[], $4::bigint[]) AS x(id, start) ON x.id = p.id`
+		for _, stmt := range []string{markReadySQL(at, join, ""), moveCursorsSQL(at, join, ""), placeStartsSQL} {
 			if _, err := tx.Exec(ctx, stmt, q.ID, group, ids, starts); err != nil {
 				return err
 			}
 		}
-		return tx.QueryRow(ctx, `SELECT count(*) FROM comb_partitions WHERE queue_id = $1`, q.ID).Scan(&moved)
+		return nil
 	})
-	if err != nil {
-		return 0, err
-	}
-	s.seeGroup(groupKey{q.ID, group}, false)
-	return moved, nil
 }
 
-// The statements of seekAllToTime, on queue $1 and group $2; $3 and $4 are
-// the ids of the partitions where the group starts past the oldest
-// retained message and those starts. Each takes its rows in partition id
-// order, as every writer of them does.
-const (
-	// seekMarkSQL writes the group's ready rows where it starts short of
-	// the end (markReadySQL).
-	seekMarkSQL = `
-		INSERT INTO comb_ready (partition_id, group_name, queue_id)
-		SELECT p.id, $2, p.queue_id
-		FROM comb_partitions p LEFT JOIN unnest($3::bigint[], $4::bigint[]) AS x(id, start) ON x.id = p.id
-		WHERE p.queue_id = $1 AND p.next_offset > coalesce(x.start, p.low_offset)
-		ORDER BY p.id
-		ON CONFLICT (partition_id, group_name) DO UPDATE SET queue_id = EXCLUDED.queue_id`
-	// seekMoveSQL moves the group's cursors and ends their leases
-	// (moveCursorsSQL).
-	seekMoveSQL = `
-		WITH l AS (
-		    SELECT c.partition_id FROM comb_cursors c
-		    WHERE c.queue_id = $1 AND c.group_name = $2
-		    ORDER BY c.partition_id
-		    FOR UPDATE OF c
-		)
-		UPDATE comb_cursors c SET committed = coalesce(x.start, p.low_offset),
-		       lease_id = NULL, lease_until = NULL, lease_from = NULL, lease_upto = NULL,
-		       attempts = 0, delivered_upto = -1
-		FROM l JOIN comb_partitions p ON p.id = l.partition_id
-		LEFT JOIN unnest($3::bigint[], $4::bigint[]) AS x(id, start) ON x.id = l.partition_id
-		WHERE c.partition_id = l.partition_id AND c.group_name = $2`
-	// seekPlaceSQL writes the cursors the group lacks where it starts past
-	// the oldest retained message (placeCursorsSQL).
-	seekPlaceSQL = `
+// placeStartsSQL writes group $2's cursors on queue $1 that it lacks on
+// partitions $3 at starts $4, in partition id order (placeCursorsSQL, for
+// starts read beforehand: seekAllToTime).
+const placeStartsSQL = `
 		INSERT INTO comb_cursors (partition_id, group_name, queue_id, committed)
 		SELECT x.id, $2, $1, x.start FROM unnest($3::bigint[], $4::bigint[]) AS x(id, start)
 		ORDER BY x.id
 		ON CONFLICT DO NOTHING`
-)
 
-// moveCursorsSQL moves group $2's cursors on queue $1, on partition $3 or
-// on every one when it is empty, to start (startExpr), and ends their
-// leases. The cursors are locked in partition order first, as acks and a
-// push's hand-offs lock them: in the order the UPDATE happened to meet
-// them, a seek beside acks deadlocked (TestReadySetCoversReadyCursors).
-func moveCursorsSQL(start string) string {
+// moveCursorsSQL moves group $2's cursors on queue $1 to start (an
+// expression of their partition p, and of what join adds: SQL joined to
+// "comb_partitions p", or ""), narrowed by where (SQL of p starting with
+// " AND", or ""), and ends their leases. The cursors are locked in
+// partition order first, as acks and a push's hand-offs lock them: in the
+// order the UPDATE happened to meet them, a seek beside acks deadlocked
+// (TestReadySetCoversReadyCursors).
+func moveCursorsSQL(start, join, where string) string {
 	return `
 		WITH l AS (
 		    SELECT c.partition_id FROM comb_cursors c JOIN comb_partitions p ON p.id = c.partition_id
-		    WHERE c.queue_id = $1 AND c.group_name = $2 AND ($3 = '' OR p.name = $3)
+		    WHERE c.queue_id = $1 AND c.group_name = $2` + where + `
 		    ORDER BY c.partition_id
 		    FOR UPDATE OF c
 		)
 		UPDATE comb_cursors c SET committed = ` + start + `,
 		       lease_id = NULL, lease_until = NULL, lease_from = NULL, lease_upto = NULL,
 		       attempts = 0, delivered_upto = -1
-		FROM l, comb_partitions p
-		WHERE c.partition_id = l.partition_id AND c.group_name = $2 AND p.id = c.partition_id`
+		FROM l JOIN comb_partitions p ON p.id = l.partition_id ` + join + `
+		WHERE c.partition_id = l.partition_id AND c.group_name = $2`
 }
 
 // placeCursorsSQL inserts group $2's cursors on queue $1's partitions

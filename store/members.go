@@ -281,7 +281,7 @@ func (s *Store) makeGroup(ctx context.Context, q queueRow, group string, from do
 		}
 		// The partitions where the group starts short of the end join the
 		// ready set first (its rows before cursors, see ready.go).
-		if _, err := tx.Exec(ctx, markReadySQL(start, ""), args...); err != nil {
+		if _, err := tx.Exec(ctx, markReadySQL(start, "", ""), args...); err != nil {
 			return err
 		}
 		_, err = tx.Exec(ctx, placeCursorsSQL(start, ""), args...)
@@ -305,7 +305,7 @@ func (s *Store) seeGroup(k groupKey, marking bool) {
 	defer s.mu.Unlock()
 	s.groups[k] = time.Now()
 	if marking {
-		s.marking[k] = true
+		s.marking[k] = struct{}{}
 	} else {
 		delete(s.marking, k)
 	}

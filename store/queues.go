@@ -1,7 +1,6 @@
 package store
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/combmq/comb/domain"
-	"github.com/combmq/comb/protocol"
 )
 
 // queue returns a queue from the cache or PostgreSQL, creating it with
@@ -54,11 +52,12 @@ func (s *Store) cacheQueue(q queueRow) {
 	s.queues[q.ref()] = cachedQueue{q: q, fetched: time.Now()}
 }
 
-// Reread makes the next call here that needs group of queue read the
-// group's row anew instead of what this store saw of it within its TTL:
-// another broker sought the whole group (Seek), and the group's marking
-// (migration 0018) or from_end may have changed. The bridges say so to
-// each other in a wake-up.
+// Reread makes the next call here that needs group of queue (its name as
+// stored: the default group's resolved) read the group's row anew instead
+// of what this store saw of it within its TTL: another broker sought the
+// whole group (Seek), and the group's marking (migration 0018) or
+// from_end may have changed. The bridges say so to each other in a
+// wake-up.
 func (s *Store) Reread(ref domain.QueueRef, group string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -66,7 +65,7 @@ func (s *Store) Reread(ref domain.QueueRef, group string) {
 	if !ok {
 		return
 	}
-	k := groupKey{cq.q.ID, cmp.Or(group, protocol.DefaultGroup)}
+	k := groupKey{cq.q.ID, group}
 	if _, ok := s.groups[k]; ok {
 		s.groups[k] = time.Time{} // known, and past its TTL (makeGroup)
 	}

@@ -105,15 +105,16 @@ func (s *Store) AnyReady(ctx context.Context, checks []domain.ReadyCheck) ([]boo
 const anyGroup = `''`
 
 // markReadySQL upserts group $2's ready rows of queue $1's partitions
-// whose end is past start (an expression of p, startExpr), narrowed by
-// where (SQL starting with " AND", or ""). On a row that exists it
-// updates it to what it was: the update takes the row's lock, so it waits
-// for a trim that holds it and then inserts the row anew (trimReady),
-// where DO NOTHING would not wait.
-func markReadySQL(start, where string) string {
+// whose end is past start (an expression of p, startExpr, and of what
+// join adds: SQL joined to "comb_partitions p", or ""), narrowed by where
+// (SQL starting with " AND", or ""). On a row that exists it updates it
+// to what it was: the update takes the row's lock, so it waits for a trim
+// that holds it and then inserts the row anew (trimReady), where DO
+// NOTHING would not wait.
+func markReadySQL(start, join, where string) string {
 	return `
 		INSERT INTO comb_ready (partition_id, group_name, queue_id)
-		SELECT p.id, $2, p.queue_id FROM comb_partitions p
+		SELECT p.id, $2, p.queue_id FROM comb_partitions p ` + join + `
 		WHERE p.queue_id = $1 AND $2::text <> ` + anyGroup + ` AND p.next_offset > ` + start + where + `
 		ORDER BY p.id
 		ON CONFLICT (partition_id, group_name) DO UPDATE SET queue_id = EXCLUDED.queue_id`
@@ -168,7 +169,7 @@ RETURNING g.unmarked_after IS NOT NULL, (SELECT count(*) FROM i)`
 func (s *Store) markFor(ctx context.Context, q queueRow, group string, want int) error {
 	k := groupKey{q.ID, group}
 	s.mu.Lock()
-	marking := s.marking[k]
+	_, marking := s.marking[k]
 	s.mu.Unlock()
 	if !marking {
 		return nil

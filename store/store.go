@@ -116,7 +116,7 @@ type Store struct {
 	// marking holds the groups known here to have partitions not yet in
 	// the ready set for them (comb_groups.unmarked_after, markWindowSQL);
 	// markFlight shares one marking step among a group's concurrent pops.
-	marking    map[groupKey]bool
+	marking    map[groupKey]struct{}
 	markFlight singleflight.Group
 	markWindow int // partitions a marking step reads (markWindowSize)
 
@@ -216,7 +216,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		complete:   map[int64]uint8{},
 		pending:    map[partKey]int64{},
 		groups:     map[groupKey]time.Time{},
-		marking:    map[groupKey]bool{},
+		marking:    map[groupKey]struct{}{},
 		markWindow: markWindowSize,
 		scanFrom:   map[groupKey]int64{},
 		dedup:      newDedupCache(),
