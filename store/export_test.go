@@ -27,7 +27,7 @@ var (
 	HotSlotSQL = hotSlotSQL
 )
 
-const RetentionCandidatesSQL = retentionCandidatesSQL
+var RetentionCandidatesSQL = retentionCandidatesSQL
 
 // SetMarkWindow sets how many partitions a step of a new group's marking
 // reads (markWindowSize), so that tests mark in several steps.

@@ -50,7 +50,7 @@ const groupPartitions = `
 LEFT JOIN comb_partitions p ON p.queue_id = g.queue_id
 LEFT JOIN comb_cursors c ON c.partition_id = p.id AND c.group_name = g.name`
 
-const groupFiguresSelect = `
+var groupFiguresSelect = `
 SELECT q.tenant, q.name, g.name,
        coalesce(sum(p.next_offset - ` + groupAt + `), 0)::bigint,
        coalesce(extract(epoch FROM now() - min(o.created_at)), 0)::float8,
@@ -65,12 +65,12 @@ LEFT JOIN LATERAL (
     ORDER BY s.base_offset DESC LIMIT 1) o ON true
 `
 
-const groupFiguresSQL = groupFiguresSelect + `
+var groupFiguresSQL = groupFiguresSelect + `
 GROUP BY q.tenant, q.name, g.name
 ORDER BY q.tenant, q.name, g.name
 LIMIT $1`
 
-const queueGroupsSQL = groupFiguresSelect + `
+var queueGroupsSQL = groupFiguresSelect + `
 WHERE g.queue_id = $1
 GROUP BY q.tenant, q.name, g.name
 ORDER BY g.name`

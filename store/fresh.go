@@ -227,8 +227,8 @@ const (
 	// what this push stores there.
 	insertFreshSQL = `
 		WITH i AS (
-		    INSERT INTO comb_partitions (id, queue_id, name, next_offset, retained_bytes, low_created_at)
-		    SELECT x.id, x.qid, x.name, x.n, x.b, CASE WHEN x.n > 0 THEN now() END
+		    INSERT INTO comb_partitions (id, queue_id, name, next_offset, retained_bytes, low_created_at, high_created_at)
+		    SELECT x.id, x.qid, x.name, x.n, x.b, CASE WHEN x.n > 0 THEN now() END, CASE WHEN x.n > 0 THEN now() END
 		    FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bigint[], $5::bigint[]) AS x(id, qid, name, n, b)
 		    JOIN comb_queues q ON q.id = x.qid
 		    ORDER BY x.qid, x.name

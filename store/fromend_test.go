@@ -265,11 +265,12 @@ func pushing(t *testing.T, st *store.Store, q domain.QueueRef, pushers, parts in
 }
 
 // TestSeekToStartBesidePushes: groups from the end, each sought back to
-// the oldest message while four pushers write, then get every message of
-// every partition, from offset 0. A push that read the group as one from
-// the end writes its cursor where the push starts; the seek takes the
-// group's row FOR UPDATE, so that such a cursor is written before it (and
-// moved back by it) or not at all.
+// the oldest message, or to a time after the first message, while four
+// pushers write, then get every message of every partition from offset 0
+// (but that first one, for a seek to the time). A push that read the
+// group as one from the end writes its cursor where the push starts; the
+// seek takes the group's row FOR UPDATE, so that such a cursor is written
+// before it (and moved back by it) or not at all.
 func TestSeekToStartBesidePushes(t *testing.T) {
 	t.Parallel()
 	st := newStore(t)
@@ -277,12 +278,17 @@ func TestSeekToStartBesidePushes(t *testing.T) {
 	q := domain.Global("backbeside")
 	const parts, pushers, groups = 6, 4, 12
 	pushN(t, st, "backbeside", "p0", 0, 1)
+	var after time.Time
+	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT now()`).Scan(&after))
 	stopPushes := pushing(t, st, q, pushers, parts)
 	for g := range groups {
-		name := "b" + strconv.Itoa(g)
+		name, to := "b"+strconv.Itoa(g), domain.Start{Kind: domain.StartAll}
+		if g%2 == 1 {
+			to = domain.Start{Kind: domain.StartTime, Time: after}
+		}
 		newGroup(t, st, "backbeside", name, domain.Start{Kind: domain.StartNew})
 		time.Sleep(time.Duration(5+g) * time.Millisecond)
-		_, err := st.Seek(ctx, domain.SeekParams{Queue: q, Group: name, To: domain.Start{Kind: domain.StartAll}})
+		_, err := st.Seek(ctx, domain.SeekParams{Queue: q, Group: name, To: to})
 		require.NoError(t, err)
 	}
 	stopPushes()
@@ -296,10 +302,17 @@ func TestSeekToStartBesidePushes(t *testing.T) {
 	require.Len(t, next, parts)
 	for g := range groups {
 		name := "b" + strconv.Itoa(g)
+		first := map[string]int64{}
+		if g%2 == 1 {
+			first["p0"] = 1
+		}
 		got := map[string]int64{}
 		for _, m := range popAll(t, st, q, name, 1000, 1000) {
-			require.Equal(t, got[m.Partition], m.Offset, "%s on %s: in order from 0, no gap", name, m.Partition)
+			require.Equal(t, first[m.Partition]+got[m.Partition], m.Offset, "%s on %s: in order, no gap", name, m.Partition)
 			got[m.Partition]++
+		}
+		for part, n := range got {
+			got[part] = first[part] + n
 		}
 		require.Equal(t, next, got, "%s: every message", name)
 	}

@@ -91,10 +91,9 @@ DELETE FROM comb_holds WHERE ctid = ANY(ARRAY(
 
 // retentionCandidatesSQL lists at most $1 partitions that retention may
 // shorten, with their queue's completed_retention_s and max_age_s and the
-// slowest group's committed offset (-1 with no group, or with a group that
-// has no cursor there yet and is at the oldest message; a group that
-// starts at the end and has none there is at the partition's end,
-// groupAt): those whose oldest retained segment is older than max_age_s,
+// slowest group's committed offset (-1 with no group; a group with no
+// cursor there yet stands where groupAt says): those whose oldest
+// retained segment is older than max_age_s,
 // or older than completed_retention_s with every group past its first
 // offset. It reads
 // each queue's row and, for the queues with retention, only the partitions
@@ -106,7 +105,7 @@ DELETE FROM comb_holds WHERE ctid = ANY(ARRAY(
 // retention to test it (TestRetentionSkipsQueuesWithout). The same test
 // in the WHERE clause lets the plan leave such queues out as it reads
 // them.
-const retentionCandidatesSQL = `
+var retentionCandidatesSQL = `
 SELECT p.id, x.ret, x.age, m.committed
 FROM comb_queues q
 CROSS JOIN LATERAL (SELECT coalesce((q.config->>'completed_retention_s')::bigint, 0) AS ret,
@@ -115,9 +114,9 @@ CROSS JOIN LATERAL (SELECT p.* FROM comb_partitions p
     WHERE (x.ret > 0 OR x.age > 0) AND p.queue_id = q.id
       AND p.low_created_at < now() - least(nullif(x.ret, 0), nullif(x.age, 0)) * interval '1 second'
     OFFSET 0) p
-CROSS JOIN LATERAL (SELECT CASE WHEN ` + groupWithoutCursor + ` THEN -1 ELSE coalesce(min(c.committed),
-        CASE WHEN EXISTS (SELECT 1 FROM comb_groups g WHERE g.queue_id = p.queue_id) THEN p.next_offset ELSE -1 END) END AS committed
-    FROM comb_cursors c WHERE c.partition_id = p.id) m
+CROSS JOIN LATERAL (SELECT coalesce(min(` + groupAt + `), -1) AS committed
+    FROM comb_groups g LEFT JOIN comb_cursors c ON c.partition_id = p.id AND c.group_name = g.name
+    WHERE g.queue_id = p.queue_id) m
 WHERE (x.ret > 0 OR x.age > 0) AND p.next_offset > p.low_offset
   AND ((x.age > 0 AND p.low_created_at < now() - x.age * interval '1 second')
        OR (x.ret > 0 AND m.committed > p.low_offset))
@@ -424,27 +423,18 @@ func (s *Store) Seek(ctx context.Context, req domain.SeekParams) (int, error) {
 		return 0, err
 	}
 	group, partition, to := cmp.Or(req.Group, protocol.DefaultGroup), req.Partition, req.To
-	// A group made here starts where the seek puts it. One that a seek of
-	// every partition to a time makes starts at the oldest message, which
-	// costs nothing per partition: the seek places it once, not twice.
-	made := to
-	if to.Kind == domain.StartTime && partition == "" {
-		made = domain.Start{Kind: domain.StartAll}
-	}
-	if err := s.ensureGroup(ctx, q, group, made); err != nil {
+	// A group made here starts where the seek puts it.
+	if err := s.ensureGroup(ctx, q, group, to); err != nil {
 		return 0, err
 	}
 	start, args := startExpr(to, 4)
 	args = append([]any{q.ID, group, partition}, args...)
-	// A seek of every partition back to the oldest message puts the group
-	// where a new one from there starts: every missing cursor at the
-	// oldest message, and its partitions marked in the ready set a window
-	// at a time by its pops (unmarked_after, markFor). One to the end
-	// makes it a group from the end (from_end), whose missing cursors are
-	// there. Each moves only the cursors the group has: marking every
-	// partition, or writing the missing cursors at the end, took 25 s at
-	// a million. One to a time reads where it falls in each partition once
-	// (seekAllToTime).
+	// A seek of every partition puts the group where a new one from there
+	// starts: every missing cursor where it seeks to (groupAt), and, back
+	// to the oldest message or to a time, its partitions marked in the
+	// ready set a window at a time by its pops (unmarked_after, markFor).
+	// Each moves only the cursors the group has: marking every partition,
+	// or writing the missing cursors, took 16-25 s at a million.
 	if partition == "" {
 		seek := func() (int, error) { return s.seekAll(ctx, q, group, to.Kind == domain.StartNew) }
 		if to.Kind == domain.StartTime {
@@ -461,7 +451,7 @@ func (s *Store) Seek(ctx context.Context, req domain.SeekParams) (int, error) {
 	const named = ` AND p.name = $3`
 	var moved int
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, markReadySQL(start, "", named), args...); err != nil {
+		if _, err := tx.Exec(ctx, markReadySQL(start, named), args...); err != nil {
 			return err
 		}
 		// A group that starts at the end has its missing cursors there
@@ -476,25 +466,24 @@ func (s *Store) Seek(ctx context.Context, req domain.SeekParams) (int, error) {
 			return err
 		}
 		if fromEnd {
-			if _, err := tx.Exec(ctx, placeCursorsSQL(`p.next_offset`, ""), q.ID, group); err != nil {
+			if _, err := tx.Exec(ctx, placeCursorsSQL(`p.next_offset`, ` AND p.next_offset > p.low_offset`), q.ID, group); err != nil {
 				return err
 			}
 		}
-		// A partition where the group has no cursor yet (they are made
-		// lazily, makeMissingCursors) gets one where the seek puts it past
-		// the oldest retained message, where a missing cursor reads; a
-		// seek to the oldest message makes none. The group's row FOR KEY
-		// SHARE first, as a pop that makes cursors takes it: a DeleteGroup
-		// waits, and leaves no cursor of the group behind.
-		if to.Kind != domain.StartAll {
-			if _, err := tx.Exec(ctx, `SELECT 1 FROM comb_groups WHERE queue_id = $1 AND name = $2 FOR KEY SHARE`, q.ID, group); err != nil {
-				return err
-			}
-			if _, err := tx.Exec(ctx, placeCursorsSQL(start, named), args...); err != nil {
-				return err
-			}
+		// The partition gets the group's cursor where the seek puts it, if
+		// it has none yet (they are made lazily, makeMissingCursors): a
+		// missing one reads where the group's row says (groupAt), which
+		// for a group from a time (from_time) is not where this seek puts
+		// it. The group's row FOR KEY SHARE first, as a pop that makes
+		// cursors takes it: a DeleteGroup waits, and leaves no cursor of
+		// the group behind.
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM comb_groups WHERE queue_id = $1 AND name = $2 FOR KEY SHARE`, q.ID, group); err != nil {
+			return err
 		}
-		if _, err := tx.Exec(ctx, moveCursorsSQL(start, "", named), args...); err != nil {
+		if _, err := tx.Exec(ctx, placeCursorsSQL(start, named), args...); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, moveCursorsSQL(start, named), args...); err != nil {
 			return err
 		}
 		// The partition, if it exists: the group is there now, with a
@@ -513,9 +502,9 @@ func (s *Store) Seek(ctx context.Context, req domain.SeekParams) (int, error) {
 //     hold it FOR KEY SHARE to write cursors (a push writes those of a
 //     group from the end, allocOffsetsSQL; a pop the missing ones of any
 //     other, makeMissingCursors), and makes those after it read it anew:
-//     each reads whether the group starts at the end as it writes;
+//     each reads where the group's missing cursors are as it writes;
 //   - the group's row updated as set says (its from_end and
-//     unmarked_after);
+//     unmarked_after), and its from_time set to at (NULL for nil);
 //   - place, which puts its cursors and ready rows where the seek says.
 //
 // It returns how many partitions the queue has, and records here whether
@@ -523,13 +512,13 @@ func (s *Store) Seek(ctx context.Context, req domain.SeekParams) (int, error) {
 // group's row again: when their bridge gets this seek's wake-up (Reread),
 // or past their cache's TTL (makeGroup). Until then their pops read the
 // set as it was, and find what it lists.
-func (s *Store) seekWhole(ctx context.Context, q queueRow, group, set string, marking bool, place func(pgx.Tx) error) (int, error) {
+func (s *Store) seekWhole(ctx context.Context, q queueRow, group, set string, at *time.Time, marking bool, place func(pgx.Tx) error) (int, error) {
 	var moved int
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT 1 FROM comb_groups WHERE queue_id = $1 AND name = $2 FOR UPDATE`, q.ID, group); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `UPDATE comb_groups SET `+set+` WHERE queue_id = $1 AND name = $2`, q.ID, group); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE comb_groups SET `+set+`, from_time = $3 WHERE queue_id = $1 AND name = $2`, q.ID, group, at); err != nil {
 			return err
 		}
 		if err := place(tx); err != nil {
@@ -545,7 +534,7 @@ func (s *Store) seekWhole(ctx context.Context, q queueRow, group, set string, ma
 }
 
 // seekAll is Seek of every partition of group, to the end (toEnd) or to
-// the oldest retained message (seekWhole):
+// the oldest retained message (seekWhole, which clears from_time):
 //   - to the end: from_end set, so that its missing cursors are at the
 //     end, and its marking ended (unmarked_after NULL): it is behind
 //     nowhere. To the start: from_end cleared, so that its missing cursors
@@ -561,77 +550,34 @@ func (s *Store) seekAll(ctx context.Context, q queueRow, group string, toEnd boo
 	if toEnd {
 		set, to = `from_end = true, unmarked_after = NULL`, `p.next_offset`
 	}
-	return s.seekWhole(ctx, q, group, set, !toEnd, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, moveCursorsSQL(to, "", ""), q.ID, group)
+	return s.seekWhole(ctx, q, group, set, nil, !toEnd, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, moveCursorsSQL(to, ""), q.ID, group)
 		return err
 	})
 }
 
 // seekAllToTime is Seek of every partition of group to the first message
-// pushed at or after at (seekWhole). It reads where at falls in each
-// partition once (startExpr), and keeps it only where that is past the
-// oldest retained message: everywhere else the group's missing cursor is
-// already where the seek puts it. Then:
-//   - from_end cleared, so that its missing cursors are at the oldest
-//     message, and its marking ended (unmarked_after NULL): the rows
-//     written next cover every partition it is behind on;
-//   - its ready rows, where the seek puts it short of the end;
-//   - its cursors moved, then the missing ones written past the oldest
-//     message.
-//
-// Before, each of three statements read where the time falls in every
-// partition (45 s at a million). It still reads the segments of each
-// partition that retains messages older than the time, once.
+// pushed at or after at (seekWhole), as seekAll's to the start: from_end
+// cleared and from_time set, so that its missing cursors are there
+// (timeStart, migration 0019); unmarked_after set to the empty string, so
+// that its pops mark the partitions where it is behind a window at a time
+// (markFor); its cursors moved there. Its cost follows the group's
+// cursors, not the queue's partitions. Reading where the time falls in
+// every partition and writing a cursor on each took 16 s at a million.
 func (s *Store) seekAllToTime(ctx context.Context, q queueRow, group string, at time.Time) (int, error) {
-	start, targs := startExpr(domain.Start{Kind: domain.StartTime, Time: at}, 2)
-	return s.seekWhole(ctx, q, group, `from_end = false, unmarked_after = NULL`, false, func(tx pgx.Tx) error {
-		// The partitions where the seek puts the group past the oldest
-		// retained message, and where: by id. (OFFSET 0 keeps PostgreSQL
-		// from pulling the subquery up and reading the start twice.)
-		rows, err := tx.Query(ctx, `SELECT id, start FROM (
-		        SELECT p.id, p.low_offset, `+start+` AS start FROM comb_partitions p WHERE p.queue_id = $1
-		        OFFSET 0) x
-		    WHERE start > low_offset ORDER BY id`, append([]any{q.ID}, targs...)...)
-		if err != nil {
-			return err
-		}
-		var ids, starts []int64
-		var id, st int64
-		if _, err := pgx.ForEachRow(rows, []any{&id, &st}, func() error {
-			ids, starts = append(ids, id), append(starts, st)
-			return nil
-		}); err != nil {
-			return err
-		}
-		// Those starts ($3, $4), and the oldest retained message elsewhere.
-		const at = `coalesce(x.start, p.low_offset)`
-		const join = `LEFT JOIN unnest($3::bigint[], $4::bigint[]) AS x(id, start) ON x.id = p.id`
-		for _, stmt := range []string{markReadySQL(at, join, ""), moveCursorsSQL(at, join, ""), placeStartsSQL} {
-			if _, err := tx.Exec(ctx, stmt, q.ID, group, ids, starts); err != nil {
-				return err
-			}
-		}
-		return nil
+	return s.seekWhole(ctx, q, group, `from_end = false, unmarked_after = ''`, &at, true, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, moveCursorsSQL(timeStart(`$3`), ""), q.ID, group, at)
+		return err
 	})
 }
 
-// placeStartsSQL writes group $2's cursors on queue $1 that it lacks on
-// partitions $3 at starts $4, in partition id order (placeCursorsSQL, for
-// starts read beforehand: seekAllToTime).
-const placeStartsSQL = `
-		INSERT INTO comb_cursors (partition_id, group_name, queue_id, committed)
-		SELECT x.id, $2, $1, x.start FROM unnest($3::bigint[], $4::bigint[]) AS x(id, start)
-		ORDER BY x.id
-		ON CONFLICT DO NOTHING`
-
 // moveCursorsSQL moves group $2's cursors on queue $1 to start (an
-// expression of their partition p, and of what join adds: SQL joined to
-// "comb_partitions p", or ""), narrowed by where (SQL of p starting with
-// " AND", or ""), and ends their leases. The cursors are locked in
+// expression of their partition p), narrowed by where (SQL of p starting
+// with " AND", or ""), and ends their leases. The cursors are locked in
 // partition order first, as acks and a push's hand-offs lock them: in the
 // order the UPDATE happened to meet them, a seek beside acks deadlocked
 // (TestReadySetCoversReadyCursors).
-func moveCursorsSQL(start, join, where string) string {
+func moveCursorsSQL(start, where string) string {
 	return `
 		WITH l AS (
 		    SELECT c.partition_id FROM comb_cursors c JOIN comb_partitions p ON p.id = c.partition_id
@@ -642,25 +588,39 @@ func moveCursorsSQL(start, join, where string) string {
 		UPDATE comb_cursors c SET committed = ` + start + `,
 		       lease_id = NULL, lease_until = NULL, lease_from = NULL, lease_upto = NULL,
 		       attempts = 0, delivered_upto = -1
-		FROM l JOIN comb_partitions p ON p.id = l.partition_id ` + join + `
+		FROM l JOIN comb_partitions p ON p.id = l.partition_id
 		WHERE c.partition_id = l.partition_id AND c.group_name = $2`
 }
 
 // placeCursorsSQL inserts group $2's cursors on queue $1's partitions
-// where it starts (start, startExpr) past the oldest retained message,
-// narrowed by where (SQL starting with " AND", or ""): everywhere else a
-// missing cursor is where it starts (makeMissingCursors). Existing
-// cursors stay as they are. It reads the group's row, so that a group
-// deleted meanwhile gets none.
+// at start (an expression of p, startExpr), narrowed by where (SQL of p
+// starting with " AND"). Existing cursors stay as they are. It reads the
+// group's row, so that a group deleted meanwhile gets none.
 func placeCursorsSQL(start, where string) string {
 	return `
 		INSERT INTO comb_cursors (partition_id, group_name, queue_id, committed)
-		SELECT p.id, g.name, p.queue_id, s.start
+		SELECT p.id, g.name, p.queue_id, ` + start + `
 		FROM comb_groups g JOIN comb_partitions p ON p.queue_id = g.queue_id
-		CROSS JOIN LATERAL (SELECT ` + start + ` AS start) s
-		WHERE g.queue_id = $1 AND g.name = $2 AND s.start > p.low_offset` + where + `
+		WHERE g.queue_id = $1 AND g.name = $2` + where + `
 		ORDER BY p.id
 		ON CONFLICT DO NOTHING`
+}
+
+// timeStart is the SQL for the first offset of partition p pushed at or
+// after t (an SQL expression of a time), or p's end: the first segment
+// written at or after it, as segments of one partition are written in
+// offset order. A partition that retains nothing, or nothing older than t
+// (low_created_at, the push time of its oldest retained segment or
+// earlier), has it at its oldest retained message, and one that retains
+// nothing newer (high_created_at, that of its newest or later, migration
+// 0019) at its end, without reading its segments: that read probes every
+// slot of comb_segments, and a seek of a million partitions made it twice
+// a partition (39 s).
+func timeStart(t string) string {
+	return `CASE WHEN p.next_offset = p.low_offset OR p.low_created_at >= ` + t + ` THEN p.low_offset
+			WHEN p.high_created_at < ` + t + ` THEN p.next_offset
+			ELSE greatest(p.low_offset, coalesce((SELECT min(s.base_offset) FROM comb_segments s
+			WHERE s.partition_id = p.id AND s.created_at >= ` + t + `), p.next_offset)) END`
 }
 
 // startExpr is the SQL for where a cursor on partition p starts, given
@@ -670,16 +630,7 @@ func startExpr(from domain.Start, argN int) (string, []any) {
 	case domain.StartNew:
 		return `p.next_offset`, nil
 	case domain.StartTime:
-		// The first segment written at or after the time; segments of one
-		// partition are written in offset order. A partition that retains
-		// nothing, or nothing older than the time (low_created_at, the push
-		// time of its oldest retained segment, or earlier), starts at its
-		// oldest retained message without reading its segments: that read
-		// probes every slot of comb_segments, and a seek of a million
-		// partitions made it twice a partition (39 s).
-		return fmt.Sprintf(`CASE WHEN p.next_offset = p.low_offset OR p.low_created_at >= $%[1]d THEN p.low_offset
-			ELSE greatest(p.low_offset, coalesce((SELECT min(s.base_offset) FROM comb_segments s
-			WHERE s.partition_id = p.id AND s.created_at >= $%[1]d), p.next_offset)) END`, argN), []any{from.Time}
+		return timeStart(fmt.Sprintf(`$%d`, argN)), []any{from.Time}
 	default:
 		return `p.low_offset`, nil
 	}

@@ -285,7 +285,10 @@ func TestMarkingStepBesideSeek(t *testing.T) {
 // by the seek, at the first message pushed at or after the time on each:
 // past a partition that retains only older messages, into one that
 // retains both, at the start of one that retains only newer ones. It
-// ends the group's marking: its ready rows cover what it is behind on.
+// writes no cursor (from_time, migration 0019): the group marks its
+// partitions as its pops need them, the ready set covers what it is
+// behind on throughout, and what is pushed after the seek reaches it,
+// on the partitions it stood at the end of too.
 func TestSeekToATime(t *testing.T) {
 	t.Parallel()
 	st := newStore(t)
@@ -303,13 +306,30 @@ func TestSeekToATime(t *testing.T) {
 	newGroup(t, st, "at", "n", domain.Start{Kind: domain.StartNew})
 	require.Equal(t, 1, count(t, st, `SELECT count(*) FROM comb_groups WHERE name = 'g' AND unmarked_after IS NOT NULL`), "g marks in windows of 2")
 
+	groups := []string{"g", "n", "made"}
 	want := []string{"both/2", "both/3", "new/0", "new/1"}
-	for _, group := range []string{"g", "n", "made"} {
+	for _, group := range groups {
 		moved, err := st.Seek(ctx, domain.SeekParams{Queue: q, Group: group, To: domain.Start{Kind: domain.StartTime, Time: mid}})
 		require.NoError(t, err)
 		require.Equal(t, 5, moved)
-		require.Equal(t, 1, count(t, st, `SELECT count(*) FROM comb_groups WHERE name = $1 AND unmarked_after IS NULL AND NOT from_end`, group))
+		require.Equal(t, 1, count(t, st, `SELECT count(*) FROM comb_groups WHERE name = $1 AND from_time = $2 AND unmarked_after = '' AND NOT from_end`, group, mid))
+		require.Zero(t, count(t, st, `SELECT count(*) FROM comb_cursors WHERE group_name = $1`, group), "a seek to a time writes no cursor")
 		require.Zero(t, count(t, st, uncoveredSQL))
 		require.Equal(t, want, drain(t, st, q, group), group)
+		require.Zero(t, count(t, st, uncoveredSQL))
 	}
+	pushN(t, st, "at", "old", 3, 1)
+	pushN(t, st, "at", "p0", 1, 1)
+	for _, group := range groups {
+		require.Equal(t, []string{"old/3", "p0/1"}, drain(t, st, q, group), group)
+	}
+	// Again, now that the groups have cursors: the seek moves them.
+	want = append(want, "old/3", "p0/1")
+	sort.Strings(want)
+	for _, group := range groups {
+		_, err := st.Seek(ctx, domain.SeekParams{Queue: q, Group: group, To: domain.Start{Kind: domain.StartTime, Time: mid}})
+		require.NoError(t, err)
+		require.Equal(t, want, drain(t, st, q, group), group)
+	}
+	require.Zero(t, count(t, st, uncoveredSQL))
 }

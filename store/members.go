@@ -172,8 +172,10 @@ const (
 	partitionsByNameSQL = `SELECT name, id FROM comb_partitions WHERE queue_id = $1 AND name = ANY($2)`
 	// insertGroupSQL creates group $2 of queue $1 unless it exists; $3
 	// says it starts at the end (from_end, migration 0017), $4 is where
-	// its marking starts (unmarked_after, migration 0018), '' for all.
-	insertGroupSQL = `INSERT INTO comb_groups (queue_id, name, from_end, unmarked_after) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`
+	// its marking starts (unmarked_after, migration 0018), '' for all,
+	// and $5 the time it starts at, if it does (from_time, migration
+	// 0019).
+	insertGroupSQL = `INSERT INTO comb_groups (queue_id, name, from_end, unmarked_after, from_time) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`
 	// groupMarkingSQL reads whether group $2 of queue $1 has partitions
 	// left to mark; no row when it does not exist.
 	groupMarkingSQL = `SELECT unmarked_after IS NOT NULL FROM comb_groups WHERE queue_id = $1 AND name = $2`
@@ -192,14 +194,14 @@ func lockQueue(ctx context.Context, tx pgx.Tx, q queueRow, mode string) error {
 }
 
 // ensureGroup makes sure group exists on q, placed on every partition as
-// from says: with a cursor where it starts past the oldest retained
-// message, and none elsewhere (a missing cursor is at the oldest retained
-// message, cursorReady; a pop makes it when it first finds messages there,
-// makeMissingCursors). A group that starts at the oldest message writes no
-// cursor at all, however many partitions the queue has, and neither does
-// one that starts at the end: its missing cursors are at the end
-// (comb_groups.from_end, migration 0017), and each push writes the
-// cursor of such a group where it stores (allocOffsetsSQL).
+// from says, and writes no cursor, however many partitions the queue has:
+// its row says where its missing cursors are (groupAt; a pop makes one
+// when it first finds messages there, makeMissingCursors). A group from
+// the end has them there (comb_groups.from_end, migration 0017), and each
+// push writes the cursor of such a group where it stores
+// (allocOffsetsSQL); one from a time at the first message pushed at or
+// after it (from_time, migration 0019); any other at the oldest retained
+// message.
 func (s *Store) ensureGroup(ctx context.Context, q queueRow, group string, from domain.Start) error {
 	k := groupKey{q.ID, group}
 	s.mu.Lock()
@@ -237,20 +239,23 @@ func (s *Store) makeGroup(ctx context.Context, q queueRow, group string, from do
 			return fmt.Errorf("check group: %w", classify(err))
 		}
 	}
-	start, extra := startExpr(from, 3)
-	args := append([]any{q.ID, group}, extra...)
 	var marking bool
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if err := lockQueue(ctx, tx, q, "FOR UPDATE"); err != nil {
 			return err
 		}
-		// A group from the oldest message marks its partitions later, a
-		// window at a time (unmarked_after, markWindowSQL).
+		// A group from the oldest message or from a time marks its
+		// partitions later, a window at a time (unmarked_after,
+		// markWindowSQL).
 		var unmarked *string
-		if from.Kind == domain.StartAll {
+		var at *time.Time
+		switch from.Kind {
+		case domain.StartAll:
 			unmarked = new(string)
+		case domain.StartTime:
+			unmarked, at = new(string), &from.Time
 		}
-		tag, err := tx.Exec(ctx, insertGroupSQL, q.ID, group, from.Kind == domain.StartNew, unmarked)
+		tag, err := tx.Exec(ctx, insertGroupSQL, q.ID, group, from.Kind == domain.StartNew, unmarked, at)
 		if err != nil {
 			return err
 		}
@@ -258,33 +263,26 @@ func (s *Store) makeGroup(ctx context.Context, q queueRow, group string, from do
 			// Exists already: its cursors were made with it.
 			return tx.QueryRow(ctx, groupMarkingSQL, q.ID, group).Scan(&marking)
 		}
-		switch from.Kind {
-		case domain.StartNew:
+		if from.Kind == domain.StartNew {
 			// It starts at the end, where its missing cursors are
 			// (from_end), and the pushes after it write them
 			// (allocOffsetsSQL). It starts short of the end nowhere:
 			// reading every partition to find none took 0.38 s at
 			// 300,000 of them, and its cursors there 5-7 s at a million.
 			return nil
-		case domain.StartAll:
-			// Where every missing cursor is. It marks the partitions it is
-			// behind on in the ready set one window here, and the rest
-			// with its pops (markFor): marking a million here took 7-9 s.
-			if _, err := tx.Exec(ctx, keyedPlansSQL); err != nil {
-				return err
-			}
-			err := tx.QueryRow(ctx, markWindowSQL, q.ID, group, s.markWindow).Scan(&marking, new(int))
-			if errors.Is(err, pgx.ErrNoRows) {
-				err = nil
-			}
+		}
+		// Where every missing cursor is: the oldest message, or the first
+		// pushed at or after the time (from_time). It marks the
+		// partitions it is behind on in the ready set one window here, and
+		// the rest with its pops (markFor): marking a million here took
+		// 7-9 s, and placing a group from a time on each 16 s.
+		if _, err := tx.Exec(ctx, keyedPlansSQL); err != nil {
 			return err
 		}
-		// The partitions where the group starts short of the end join the
-		// ready set first (its rows before cursors, see ready.go).
-		if _, err := tx.Exec(ctx, markReadySQL(start, "", ""), args...); err != nil {
-			return err
+		err = tx.QueryRow(ctx, markWindowSQL, q.ID, group, s.markWindow).Scan(&marking, new(int))
+		if errors.Is(err, pgx.ErrNoRows) {
+			err = nil
 		}
-		_, err = tx.Exec(ctx, placeCursorsSQL(start, ""), args...)
 		return err
 	})
 	if err != nil {

@@ -127,9 +127,12 @@ func notMissingAtEnd(qid, group string) string {
 // groupAt is where group g stands on partition p, c being its cursor
 // there or NULLs (a LEFT JOIN): its committed offset; without one, the
 // partition's end for a group that starts at the end (from_end, migration
-// 0017), the oldest retained message for any other. The figures of groups
-// and the ready set's upkeep read it.
-const groupAt = `greatest(coalesce(c.committed, CASE WHEN g.from_end THEN p.next_offset END), p.low_offset)`
+// 0017), the first message pushed at or after the time of one that starts
+// at a time (from_time, migration 0019), the oldest retained message for
+// any other. The figures of groups, retention and the ready set's upkeep
+// read it.
+var groupAt = `greatest(coalesce(c.committed, CASE WHEN g.from_end THEN p.next_offset
+        WHEN g.from_time IS NOT NULL THEN ` + timeStart(`g.from_time`) + ` END), p.low_offset)`
 
 // groupMayPop is the test that a pop of group (an SQL expression) on the
 // queue whose id is qid may find messages: one of its cursors is ready at
@@ -212,28 +215,31 @@ func (r readyRows) idCond() string {
 
 // makeMissingCursors is the pop's CTE "made": it inserts the group's
 // cursors that the rows of src (ids in partition_id, where missing) lack.
-// A group that starts at the oldest message gets no cursor when it is
-// created, nor when a partition is made after it (but from a push that
-// hands it the partition's first message, fresh.go), only when a pop
-// first finds messages there: its cost follows the partitions it reaches,
-// not the queue's. The rows it inserts are at
-// their defaults (committed 0, what a missing cursor reads as), and the
-// statement that makes them cannot lease them (its snapshot does not see
-// them): the pop claims them when it runs again (Store.PopReport).
+// A group that starts at the oldest message or at a time gets no cursor
+// when it is created, nor when a partition is made after it (but from a
+// push that hands it the partition's first message, fresh.go), only when
+// a pop first finds messages there: its cost follows the partitions it
+// reaches, not the queue's. The rows it inserts are where the missing
+// cursor reads (groupAt): committed 0 for a group from the oldest message,
+// the first message pushed at or after the time for one from a time
+// (from_time, timeStart). The statement that makes them cannot lease
+// them (its snapshot does not see them): the pop claims them when it runs
+// again (Store.PopReport).
 //
 // It takes the group's row FOR KEY SHARE, and only while it inserts
 // something (the condition on x): a DeleteGroup waits for it, then deletes
 // what it made, so no cursor outlives its group. A group deleted first
 // gets nothing; so does a group from the end (from_end), whose missing
-// cursors are at the end: a seek of the whole group to the end
-// (Store.seekAll) sets it under the row's lock FOR UPDATE, and a pop that
-// read the group before and waited for that lock reads the flag again.
+// cursors are at the end. A seek of the whole group (Store.seekWhole)
+// sets from_end and from_time under the row's lock FOR UPDATE, and a pop
+// that read the group before and waited for that lock reads both again.
 func makeMissingCursors(src string) string {
 	return `made AS (
-    INSERT INTO comb_cursors (partition_id, group_name, queue_id)
-    SELECT x.partition_id, g.name, g.queue_id
+    INSERT INTO comb_cursors (partition_id, group_name, queue_id, committed)
+    SELECT x.partition_id, g.name, g.queue_id,
+           CASE WHEN g.from_time IS NULL THEN 0 ELSE (SELECT ` + timeStart(`g.from_time`) + ` FROM comb_partitions p WHERE p.id = x.partition_id) END
     FROM ` + src + ` x
-    CROSS JOIN LATERAL (SELECT g.name, g.queue_id FROM comb_groups g
+    CROSS JOIN LATERAL (SELECT g.name, g.queue_id, g.from_time FROM comb_groups g
         WHERE g.queue_id = $1 AND g.name = $2 AND x.missing AND NOT g.from_end FOR KEY SHARE) g
     WHERE x.missing
     ORDER BY x.partition_id

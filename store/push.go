@@ -446,7 +446,9 @@ var (
 	// allocOffsetsSQL allocates the offsets of partitions $1 but those the
 	// push made, of its fresh ones $4, which insertFreshSQL counted as it
 	// made them. It also starts a partition's low_created_at when it
-	// retained nothing (see the sweeper's retentionCandidatesSQL), and
+	// retained nothing (see the sweeper's retentionCandidatesSQL), raises
+	// its high_created_at (timeStart: greatest, as a push that started
+	// earlier may store after one that started later), and
 	// puts the partitions in the ready set (ready.go), each by its row for
 	// any group (the sweeper spreads it to the groups), while it holds
 	// their rows' locks: a partition already there costs one index probe.
@@ -464,7 +466,8 @@ var (
 		    UPDATE comb_partitions p
 		    SET next_offset = p.next_offset + x.n, retained_bytes = p.retained_bytes + x.b,
 		        low_created_at = CASE WHEN p.next_offset = p.low_offset THEN now()
-		                              ELSE coalesce(p.low_created_at, '-infinity') END
+		                              ELSE coalesce(p.low_created_at, '-infinity') END,
+		        high_created_at = greatest(p.high_created_at, now())
 		    FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS x(pid, n, b)
 		    WHERE p.id = x.pid AND ` + notMadeHere(4) + `
 		    RETURNING p.id, p.queue_id, p.next_offset - x.n AS base

@@ -312,7 +312,7 @@ func (s *Store) Info(ctx context.Context, params domain.InfoParams) (domain.Info
 				SELECT g.name,
 				       coalesce(sum(p.next_offset - `+groupAt+`), 0)::bigint,
 				       count(*) FILTER (WHERE `+liveLease+`)
-				FROM (SELECT queue_id, name, from_end FROM comb_groups
+				FROM (SELECT queue_id, name, from_end, from_time FROM comb_groups
 				      WHERE queue_id = $1 AND name > $2 ORDER BY name LIMIT $3) g`+groupPartitions+`
 				GROUP BY g.name ORDER BY g.name`, q.ID, params.Groups.After, limit)
 			if err != nil {

@@ -105,16 +105,15 @@ func (s *Store) AnyReady(ctx context.Context, checks []domain.ReadyCheck) ([]boo
 const anyGroup = `''`
 
 // markReadySQL upserts group $2's ready rows of queue $1's partitions
-// whose end is past start (an expression of p, startExpr, and of what
-// join adds: SQL joined to "comb_partitions p", or ""), narrowed by where
-// (SQL starting with " AND", or ""). On a row that exists it updates it
+// whose end is past start (an expression of p, startExpr), narrowed by
+// where (SQL starting with " AND", or ""). On a row that exists it updates it
 // to what it was: the update takes the row's lock, so it waits for a trim
 // that holds it and then inserts the row anew (trimReady), where DO
 // NOTHING would not wait.
-func markReadySQL(start, join, where string) string {
+func markReadySQL(start, where string) string {
 	return `
 		INSERT INTO comb_ready (partition_id, group_name, queue_id)
-		SELECT p.id, $2, p.queue_id FROM comb_partitions p ` + join + `
+		SELECT p.id, $2, p.queue_id FROM comb_partitions p
 		WHERE p.queue_id = $1 AND $2::text <> ` + anyGroup + ` AND p.next_offset > ` + start + where + `
 		ORDER BY p.id
 		ON CONFLICT (partition_id, group_name) DO UPDATE SET queue_id = EXCLUDED.queue_id`
@@ -125,11 +124,13 @@ func markReadySQL(start, join, where string) string {
 // when each retains messages.
 const markWindowSize = 5000
 
-// markWindowSQL is one step of the marking of group $2 of queue $1, a new
-// group that starts at the oldest message (migration 0018): the next $3
-// partitions by name after its unmarked_after, in one transaction, put
-// in the ready set for it where they retain messages (the group has no
-// cursor there, so it is behind), and unmarked_after moved past them,
+// markWindowSQL is one step of the marking of group $2 of queue $1, a
+// group made or sought to the oldest message (migration 0018) or to a
+// time (from_time, migration 0019): the next $3 partitions by name after
+// its unmarked_after, in one transaction, put in the ready set for it
+// where they retain messages past where its missing cursor stands (where
+// it was placed, as its cursors, if it has any, were: groupAt), and
+// unmarked_after moved past them,
 // NULL when they were the last. It returns whether partitions are left
 // and how many of the window it put in the set, and no row when the
 // group's marking was done (or the group is gone).
@@ -143,13 +144,14 @@ const markWindowSize = 5000
 // start it again. Such a step returns no row, as if the marking were
 // done, and its caller reads the group's row again (markFor). A
 // partition made or pushed to after the group has a push's row anyway.
-const markWindowSQL = `
+var markWindowSQL = `
 WITH a AS (
-    SELECT unmarked_after AS after FROM comb_groups WHERE queue_id = $1 AND name = $2
+    SELECT unmarked_after AS after, from_time FROM comb_groups WHERE queue_id = $1 AND name = $2
 ), w AS (
-    SELECT p.id, p.queue_id, p.name, p.next_offset > p.low_offset AS behind
-    FROM comb_partitions p
-    WHERE p.queue_id = $1 AND p.name > (SELECT after FROM a)
+    SELECT p.id, p.queue_id, p.name,
+           p.next_offset > CASE WHEN a.from_time IS NULL THEN p.low_offset ELSE ` + timeStart(`a.from_time`) + ` END AS behind
+    FROM comb_partitions p, a
+    WHERE p.queue_id = $1 AND p.name > a.after
     ORDER BY p.name LIMIT $3
 ), i AS (
     INSERT INTO comb_ready (partition_id, group_name, queue_id)
@@ -223,21 +225,12 @@ func (s *Store) markFor(ctx context.Context, q queueRow, group string, want int)
 // that the group cannot pop there until a push, a seek or its making
 // writes a row again: its cursor is at p's end, or the group is gone. A
 // group with no cursor there (they are made lazily, see
-// makeMissingCursors) is at the oldest retained message, or at p's end if
-// it starts at the end (groupAt).
-const caughtUp = `NOT EXISTS (
+// makeMissingCursors) is where groupAt says.
+var caughtUp = `NOT EXISTS (
         SELECT 1 FROM comb_groups g
         LEFT JOIN comb_cursors c ON c.partition_id = p.id AND c.group_name = g.name
         WHERE g.queue_id = p.queue_id AND g.name = r.group_name
           AND ` + groupAt + ` < p.next_offset)`
-
-// groupWithoutCursor is the condition that some group of partition p's
-// queue has no cursor on p yet (cursors are made lazily,
-// makeMissingCursors) and is at p's oldest retained message: not one that
-// starts at the end (from_end), whose missing cursor is at p's end.
-const groupWithoutCursor = `EXISTS (
-        SELECT 1 FROM comb_groups g WHERE g.queue_id = p.queue_id AND NOT g.from_end AND NOT EXISTS (
-            SELECT 1 FROM comb_cursors o WHERE o.partition_id = p.id AND o.group_name = g.name))`
 
 // staleReadySQL reads the ready rows of a window of at most $1
 // partitions, in partition id order after $2: of each, its group (anyGroup
@@ -246,7 +239,7 @@ const groupWithoutCursor = `EXISTS (
 // trimReady). It runs in the sweep's batch, so that a quiet ready set
 // costs no transaction of its own, and its windows go round the set, so
 // that a sweep's cost is bounded however many partitions are ready.
-const staleReadySQL = `
+var staleReadySQL = `
 SELECT r.partition_id, r.group_name, r.group_name <> ` + anyGroup + ` AND ` + caughtUp + `, p.next_offset
 FROM (SELECT DISTINCT r.partition_id FROM comb_ready r WHERE r.partition_id > $2
       ORDER BY r.partition_id LIMIT $1) w
@@ -326,7 +319,7 @@ var readyWindow = 10000
 // that changed against its newest version, but not the NOT EXISTS of
 // caughtUp, which it turns into an anti-join whose other side it does not
 // read again (TestReadySetCoversReadyCursors failed that way).
-const (
+var (
 	lockStaleReadySQL = `
 SELECT r.partition_id, r.group_name FROM comb_ready r JOIN comb_partitions p ON p.id = r.partition_id
 WHERE (r.partition_id, r.group_name) IN (SELECT * FROM unnest($1::bigint[], $2::text[]))
@@ -380,7 +373,7 @@ func (s *Store) trimReady(ctx context.Context, keys []readyKey) (int64, error) {
 // trim does. The third, with a snapshot taken after those locks, writes
 // the rows of the groups short of each partition's end, and the last
 // deletes the anyGroup rows it spread.
-const (
+var (
 	lockSpreadQueuesSQL = `
 SELECT q.id FROM comb_queues q
 WHERE q.id IN (SELECT r.queue_id FROM comb_ready r WHERE r.partition_id = ANY($1) AND r.group_name = ` + anyGroup + `)

@@ -19,11 +19,16 @@ import (
 )
 
 // groupCursorsSQL is every group's cursor on every partition of its
-// queue, a missing one (cursors are made lazily) at offset 0, as the store
-// reads it (cursorReady).
+// queue, a missing one (cursors are made lazily) where the store reads it
+// (groupAt): at the end for a group from the end, at the first segment
+// pushed at or after the time for a group from a time (read from the
+// segments, without the store's shortcuts), at offset 0 for any other.
 const groupCursorsSQL = `(
     SELECT p.id AS partition_id, g.name AS group_name,
-           coalesce(c.committed, CASE WHEN g.from_end THEN p.next_offset ELSE 0 END) AS committed
+           coalesce(c.committed, CASE WHEN g.from_end THEN p.next_offset
+               WHEN g.from_time IS NOT NULL THEN coalesce((SELECT min(s.base_offset) FROM comb_segments s
+                   WHERE s.partition_id = p.id AND s.base_offset >= p.low_offset AND s.created_at >= g.from_time), p.next_offset)
+               ELSE 0 END) AS committed
     FROM comb_groups g JOIN comb_partitions p ON p.queue_id = g.queue_id
     LEFT JOIN comb_cursors c ON c.partition_id = p.id AND c.group_name = g.name)`
 

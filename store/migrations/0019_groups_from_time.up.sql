@@ -1,0 +1,24 @@
+-- A group that starts at a time (a pop's from, a seek's to) writes no
+-- cursor where it is placed: from_time says that its missing cursor on a
+-- partition is at the first message pushed at or after that time, as
+-- from_end (migration 0017) says the end. A seek of every partition of a
+-- group to a time wrote a cursor on each partition and took 16 s at a
+-- million (docs/benchmarks.md); it writes the group's row now, moves the
+-- cursors the group has, and its pops mark the ready set a window at a
+-- time (unmarked_after, migration 0018). Where a missing cursor of such
+-- a group stands never changes but by retention: messages pushed later
+-- are pushed after the time.
+--
+-- high_created_at is no earlier than the push time of a partition's newest
+-- segment (every push raises it, store/push.go), as low_created_at
+-- (migration 0010) is no later than that of its oldest: a partition whose
+-- newest message is older than the time has the group at its end, and
+-- one whose oldest is not older at its oldest message, without reading
+-- its segments. NULL where unknown (partitions pushed to before this):
+-- those read their segments.
+--
+-- A broker older than this reads such a group's missing cursor at the
+-- oldest retained message: it would deliver again what the group skipped.
+-- Do not mix brokers of both sides of it (docs/operations.md).
+ALTER TABLE comb_groups ADD COLUMN from_time timestamptz;
+ALTER TABLE comb_partitions ADD COLUMN high_created_at timestamptz;
