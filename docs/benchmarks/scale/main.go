@@ -13,8 +13,9 @@
 // -postgres-url also the cursor rows at the end and the ready set's rows
 // when the timed pops start; last, a seek of the timed group back to the
 // oldest message and its first pop, one of the group from the start to
-// the end, and two of the timed group to a time. -groups N makes N groups before the
-// partitions; -pushers N creates them with N pushes in flight.
+// the end, and two of the timed group to a time, each with its first pop.
+// -groups N makes N groups before the partitions; -pushers N creates them
+// with N pushes in flight.
 package main
 
 import (
@@ -185,20 +186,27 @@ func main() {
 	}
 	seekEnd := time.Since(start)
 	// Group g again, to a time before every message, then to one between
-	// the partitions' first messages and the timed pops' messages.
-	seekTime := func(at time.Time) time.Duration {
+	// the partitions' first messages and the timed pops' messages, each
+	// with its first pop.
+	seekTime := func(at time.Time) (seek, pop time.Duration) {
 		start := time.Now()
 		if _, err := c.Seek(ctx, queue, comb.SeekOptions{Group: "g", To: comb.SeekTime(at)}); err != nil {
 			log.Fatal(err)
 		}
-		return time.Since(start)
+		seek, start = time.Since(start), time.Now()
+		if got, err := c.Pop(ctx, queue, comb.PopOptions{Group: "g", Max: 1, AutoAck: true}); err != nil || len(got) != 1 {
+			log.Fatalf("the first pop after the seek to a time: %d messages, %v", len(got), err)
+		}
+		return seek, time.Since(start)
 	}
-	seekBefore, seekMidway := seekTime(beforeAll), seekTime(midway)
+	seekBefore, popBefore := seekTime(beforeAll)
+	seekMidway, popMidway := seekTime(midway)
 
-	fmt.Printf("scale: %d partitions (%d with messages, %d groups before): created in %s, a new group's first pop %s (from the start %s), pop p50 %s p99 %s over %d pops, db %s, %s cursor rows, broker rss %s, ready set %s rows, a seek back to the start %s and its first pop %s, a seek of a new group to the end %s, of g to a time before every message %s and to one midway %s\n",
-		*parts, ready, *groups, created.Round(time.Millisecond), firstPop.Round(time.Millisecond), firstAll.Round(time.Millisecond),
+	ms := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
+	fmt.Printf("scale: %d partitions (%d with messages, %d groups before): created in %s, a new group's first pop %s (from the start %s), pop p50 %s p99 %s over %d pops, db %s, %s cursor rows, broker rss %s, ready set %s rows, a seek back to the start %s and its first pop %s, a seek of a new group to the end %s, of g to a time before every message %s (first pop %s) and to one midway %s (first pop %s)\n",
+		*parts, ready, *groups, ms(created), ms(firstPop), ms(firstAll),
 		q(0.50).Round(10*time.Microsecond), q(0.99).Round(10*time.Microsecond), len(lat), db, cursors, rss, readyBefore,
-		seek.Round(time.Millisecond), seekPop.Round(time.Millisecond), seekEnd.Round(time.Millisecond), seekBefore.Round(time.Millisecond), seekMidway.Round(time.Millisecond))
+		ms(seek), ms(seekPop), ms(seekEnd), ms(seekBefore), ms(popBefore), ms(seekMidway), ms(popMidway))
 }
 
 // readyRows is the size of the ready set (comb_ready, migration 0012) when
