@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/combmq/comb/domain"
@@ -51,4 +52,36 @@ func TestGroupFromATime(t *testing.T) {
 	sweepUntil(t, st, "ft", 1, "all but c's message, which n has not popped: a's three too, where t stands at the end with no cursor")
 	require.Zero(t, count(t, st, `SELECT count(*) FROM comb_cursors c JOIN comb_partitions p ON p.id = c.partition_id
 	                              WHERE c.group_name = 't' AND p.name = 'a'`))
+}
+
+// TestGroupsFromTimeDownMigration: 0019's down file writes the cursors of
+// a group from a time where they stand past the oldest retained message,
+// so that a broker older than it, which reads a missing cursor at the
+// oldest retained message, delivers nothing the group skipped.
+func TestGroupsFromTimeDownMigration(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx := ctxT(t)
+	pushN(t, st, "down", "old", 0, 3)
+	pushN(t, st, "down", "both", 0, 2)
+	var at time.Time
+	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT now()`).Scan(&at))
+	pushN(t, st, "down", "both", 2, 2)
+	pushN(t, st, "down", "new", 0, 2)
+	newGroup(t, st, "down", "t", domain.Start{Kind: domain.StartTime, Time: at})
+	require.Zero(t, groupCursors(t, st, "down", "t"))
+	tx := downMigrated(t, st, "0019_groups_from_time.down.sql")
+	rows, err := tx.Query(ctx, `SELECT p.name, c.committed FROM comb_cursors c JOIN comb_partitions p ON p.id = c.partition_id
+	                            WHERE c.group_name = 't' ORDER BY p.name`)
+	require.NoError(t, err)
+	got := map[string]int64{}
+	var name string
+	var committed int64
+	_, err = pgx.ForEachRow(rows, []any{&name, &committed}, func() error { got[name] = committed; return nil })
+	require.NoError(t, err)
+	require.Equal(t, map[string]int64{"both": 2, "old": 3}, got)
+	var n int
+	require.NoError(t, tx.QueryRow(ctx, `SELECT count(*) FROM information_schema.columns
+	    WHERE table_schema = current_schema() AND column_name IN ('from_time', 'high_created_at')`).Scan(&n))
+	require.Zero(t, n)
 }
