@@ -149,9 +149,10 @@ WITH a AS (
     SELECT unmarked_after AS after, from_time FROM comb_groups WHERE queue_id = $1 AND name = $2
 ), w AS (
     SELECT p.id, p.queue_id, p.name,
-           p.next_offset > CASE WHEN a.from_time IS NULL THEN p.low_offset ELSE ` + timeStart(`a.from_time`) + ` END AS behind
-    FROM comb_partitions p, a
-    WHERE p.queue_id = $1 AND p.name > a.after
+           p.next_offset > CASE WHEN (SELECT from_time FROM a) IS NULL THEN p.low_offset
+                                ELSE ` + timeStart(`(SELECT from_time FROM a)`) + ` END AS behind
+    FROM comb_partitions p
+    WHERE p.queue_id = $1 AND p.name > (SELECT after FROM a)
     ORDER BY p.name LIMIT $3
 ), i AS (
     INSERT INTO comb_ready (partition_id, group_name, queue_id)
