@@ -62,12 +62,7 @@ func TestGroupsFromTimeDownMigration(t *testing.T) {
 	t.Parallel()
 	st := newStore(t)
 	ctx := ctxT(t)
-	pushN(t, st, "down", "old", 0, 3)
-	pushN(t, st, "down", "both", 0, 2)
-	var at time.Time
-	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT now()`).Scan(&at))
-	pushN(t, st, "down", "both", 2, 2)
-	pushN(t, st, "down", "new", 0, 2)
+	at := pushAroundATime(t, st, "down")
 	newGroup(t, st, "down", "t", domain.Start{Kind: domain.StartTime, Time: at})
 	require.Zero(t, groupCursors(t, st, "down", "t"))
 	tx := downMigrated(t, st, "0019_groups_from_time.down.sql")

@@ -280,6 +280,21 @@ func TestMarkingStepBesideSeek(t *testing.T) {
 	require.Zero(t, count(t, st, uncoveredSQL))
 }
 
+// pushAroundATime pushes to queue's partitions "old" (offsets 0-2), then
+// "both" (0-1), and returns the database's time; then "both" again (2-3)
+// and "new" (0-1): what is pushed at or after that time is both/2,
+// both/3, new/0 and new/1.
+func pushAroundATime(t *testing.T, st *store.Store, queue string) time.Time {
+	t.Helper()
+	pushN(t, st, queue, "old", 0, 3)
+	pushN(t, st, queue, "both", 0, 2)
+	var at time.Time
+	require.NoError(t, st.Pool().QueryRow(ctxT(t), `SELECT now()`).Scan(&at))
+	pushN(t, st, queue, "both", 2, 2)
+	pushN(t, st, queue, "new", 0, 2)
+	return at
+}
+
 // TestSeekToATime: a seek of every partition to a time puts a group,
 // whether it was marking its partitions, started at the end, or is made
 // by the seek, at the first message pushed at or after the time on each:
@@ -296,12 +311,7 @@ func TestSeekToATime(t *testing.T) {
 	ctx := ctxT(t)
 	q := domain.Global("at")
 	emptied(t, st, "at", 2) // p0 and p1 retain nothing
-	pushN(t, st, "at", "old", 0, 3)
-	pushN(t, st, "at", "both", 0, 2)
-	var mid time.Time
-	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT now()`).Scan(&mid))
-	pushN(t, st, "at", "both", 2, 2)
-	pushN(t, st, "at", "new", 0, 2)
+	mid := pushAroundATime(t, st, "at")
 	newGroup(t, st, "at", "g", domain.Start{})
 	newGroup(t, st, "at", "n", domain.Start{Kind: domain.StartNew})
 	require.Equal(t, 1, count(t, st, `SELECT count(*) FROM comb_groups WHERE name = 'g' AND unmarked_after IS NOT NULL`), "g marks in windows of 2")
