@@ -325,8 +325,8 @@ func TestSeekToStartBesidePushes(t *testing.T) {
 // gets what is pushed after. A pop that read the group before the seek
 // and makes a missing cursor (at the oldest message) after it would start
 // that partition over; the seek's lock on the group's row FOR UPDATE, and
-// the pop's reading of from_end under its own (to the end) or the seek's
-// cursor there (to a time), leave it none to make.
+// the pop's reading of from_end (to the end) or from_time (to a time)
+// under its own, leave it none to make.
 func TestSeekToEndBesidePops(t *testing.T) {
 	t.Parallel()
 	st := newStore(t)

@@ -436,11 +436,7 @@ func (s *Store) Seek(ctx context.Context, req domain.SeekParams) (int, error) {
 	// Each moves only the cursors the group has: marking every partition,
 	// or writing the missing cursors, took 16-25 s at a million.
 	if partition == "" {
-		seek := func() (int, error) { return s.seekAll(ctx, q, group, to.Kind == domain.StartNew) }
-		if to.Kind == domain.StartTime {
-			seek = func() (int, error) { return s.seekAllToTime(ctx, q, group, to.Time) }
-		}
-		moved, err := seek()
+		moved, err := s.seekAll(ctx, q, group, to)
 		if err != nil {
 			return 0, fmt.Errorf("seek: %w", classify(err))
 		}
@@ -497,31 +493,38 @@ func (s *Store) Seek(ctx context.Context, req domain.SeekParams) (int, error) {
 	return moved, nil
 }
 
-// seekWhole runs a seek of every partition of group in one transaction:
+// seekAll is Seek of every partition of group, in one transaction:
 //   - the group's row FOR UPDATE, which waits for the pushes and pops that
 //     hold it FOR KEY SHARE to write cursors (a push writes those of a
 //     group from the end, allocOffsetsSQL; a pop the missing ones of any
 //     other, makeMissingCursors), and makes those after it read it anew:
 //     each reads where the group's missing cursors are as it writes;
-//   - the group's row updated as set says (its from_end and
-//     unmarked_after), and its from_time set to at (NULL for nil);
-//   - place, which puts its cursors and ready rows where the seek says.
+//   - the group's row placed where to says (placeGroupSQL, groupPlace),
+//     as a new group from there is: its missing cursors there, and, but
+//     for a seek to the end, its pops marking every partition in the
+//     ready set a window at a time before they read it (markFor), so that
+//     the set's invariant holds with no row written here (ready.go);
+//   - its cursors moved there, their leases ended.
 //
-// It returns how many partitions the queue has, and records here whether
-// the group is marking. Other stores learn of a marking when they read the
-// group's row again: when their bridge gets this seek's wake-up (Reread),
-// or past their cache's TTL (makeGroup). Until then their pops read the
-// set as it was, and find what it lists.
-func (s *Store) seekWhole(ctx context.Context, q queueRow, group, set string, at *time.Time, marking bool, place func(pgx.Tx) error) (int, error) {
+// Its cost follows the group's cursors, not the queue's partitions:
+// marking every partition, or writing the missing cursors, took 16-25 s
+// at a million. It returns how many partitions the queue has, and records
+// here whether the group is marking. Other stores learn of a marking when
+// they read the group's row again: when their bridge gets this seek's
+// wake-up (Reread), or past their cache's TTL (makeGroup). Until then
+// their pops read the set as it was, and find what it lists.
+func (s *Store) seekAll(ctx context.Context, q queueRow, group string, to domain.Start) (int, error) {
+	fromEnd, unmarked, at := groupPlace(to)
+	start, targs := startExpr(to, 3)
 	var moved int
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT 1 FROM comb_groups WHERE queue_id = $1 AND name = $2 FOR UPDATE`, q.ID, group); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `UPDATE comb_groups SET `+set+`, from_time = $3 WHERE queue_id = $1 AND name = $2`, q.ID, group, at); err != nil {
+		if _, err := tx.Exec(ctx, placeGroupSQL, q.ID, group, fromEnd, unmarked, at); err != nil {
 			return err
 		}
-		if err := place(tx); err != nil {
+		if _, err := tx.Exec(ctx, moveCursorsSQL(start, ""), append([]any{q.ID, group}, targs...)...); err != nil {
 			return err
 		}
 		return tx.QueryRow(ctx, `SELECT count(*) FROM comb_partitions WHERE queue_id = $1`, q.ID).Scan(&moved)
@@ -529,46 +532,8 @@ func (s *Store) seekWhole(ctx context.Context, q queueRow, group, set string, at
 	if err != nil {
 		return 0, err
 	}
-	s.seeGroup(groupKey{q.ID, group}, marking)
+	s.seeGroup(groupKey{q.ID, group}, unmarked != nil)
 	return moved, nil
-}
-
-// seekAll is Seek of every partition of group, to the end (toEnd) or to
-// the oldest retained message (seekWhole, which clears from_time):
-//   - to the end: from_end set, so that its missing cursors are at the
-//     end, and its marking ended (unmarked_after NULL): it is behind
-//     nowhere. To the start: from_end cleared, so that its missing cursors
-//     are at the oldest message, and unmarked_after set to the empty
-//     string, so that its pops mark every partition in the ready set
-//     before they read it (markFor): the set's invariant holds with no
-//     row written here (ready.go), as for a new group;
-//   - its cursors moved there, their leases ended.
-//
-// Its cost follows the group's cursors, not the queue's partitions.
-func (s *Store) seekAll(ctx context.Context, q queueRow, group string, toEnd bool) (int, error) {
-	set, to := `from_end = false, unmarked_after = ''`, `p.low_offset`
-	if toEnd {
-		set, to = `from_end = true, unmarked_after = NULL`, `p.next_offset`
-	}
-	return s.seekWhole(ctx, q, group, set, nil, !toEnd, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, moveCursorsSQL(to, ""), q.ID, group)
-		return err
-	})
-}
-
-// seekAllToTime is Seek of every partition of group to the first message
-// pushed at or after at (seekWhole), as seekAll's to the start: from_end
-// cleared and from_time set, so that its missing cursors are there
-// (timeStart, migration 0019); unmarked_after set to the empty string, so
-// that its pops mark the partitions where it is behind a window at a time
-// (markFor); its cursors moved there. Its cost follows the group's
-// cursors, not the queue's partitions. Reading where the time falls in
-// every partition and writing a cursor on each took 16 s at a million.
-func (s *Store) seekAllToTime(ctx context.Context, q queueRow, group string, at time.Time) (int, error) {
-	return s.seekWhole(ctx, q, group, `from_end = false, unmarked_after = ''`, &at, true, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, moveCursorsSQL(timeStart(`$3`), ""), q.ID, group, at)
-		return err
-	})
 }
 
 // moveCursorsSQL moves group $2's cursors on queue $1 to start (an

@@ -170,16 +170,33 @@ const (
 		ON CONFLICT (queue_id, name) DO NOTHING`
 	// partitionsByNameSQL reads the ids of queue $1's partitions $2.
 	partitionsByNameSQL = `SELECT name, id FROM comb_partitions WHERE queue_id = $1 AND name = ANY($2)`
-	// insertGroupSQL creates group $2 of queue $1 unless it exists; $3
-	// says it starts at the end (from_end, migration 0017), $4 is where
-	// its marking starts (unmarked_after, migration 0018), '' for all,
-	// and $5 the time it starts at, if it does (from_time, migration
-	// 0019).
+	// insertGroupSQL creates group $2 of queue $1 unless it exists, placed
+	// as groupPlace says ($3-$5); placeGroupSQL places it anew (seekAll).
 	insertGroupSQL = `INSERT INTO comb_groups (queue_id, name, from_end, unmarked_after, from_time) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`
+	placeGroupSQL  = `UPDATE comb_groups SET from_end = $3, unmarked_after = $4, from_time = $5 WHERE queue_id = $1 AND name = $2`
 	// groupMarkingSQL reads whether group $2 of queue $1 has partitions
 	// left to mark; no row when it does not exist.
 	groupMarkingSQL = `SELECT unmarked_after IS NOT NULL FROM comb_groups WHERE queue_id = $1 AND name = $2`
 )
+
+// groupPlace is what a group's row says of a group that starts where
+// from says, on every partition where it has no cursor: from_end, at the
+// end (migration 0017); from_time, at the first message pushed at or
+// after it (migration 0019); neither, at the oldest retained message. A
+// group that starts short of the end marks its partitions in the ready
+// set a window at a time, from the first by name (unmarked_after set to
+// the empty string, migration 0018, markWindowSQL); one from the end is
+// behind nowhere (unmarked_after NULL).
+func groupPlace(from domain.Start) (fromEnd bool, unmarked *string, at *time.Time) {
+	switch from.Kind {
+	case domain.StartNew:
+		return true, nil, nil
+	case domain.StartTime:
+		return false, new(string), &from.Time
+	default:
+		return false, new(string), nil
+	}
+}
 
 // lockQueue takes the queue row's lock in mode (FOR KEY SHARE or FOR
 // UPDATE), which orders partition and group creation, and reports
@@ -244,18 +261,8 @@ func (s *Store) makeGroup(ctx context.Context, q queueRow, group string, from do
 		if err := lockQueue(ctx, tx, q, "FOR UPDATE"); err != nil {
 			return err
 		}
-		// A group from the oldest message or from a time marks its
-		// partitions later, a window at a time (unmarked_after,
-		// markWindowSQL).
-		var unmarked *string
-		var at *time.Time
-		switch from.Kind {
-		case domain.StartAll:
-			unmarked = new(string)
-		case domain.StartTime:
-			unmarked, at = new(string), &from.Time
-		}
-		tag, err := tx.Exec(ctx, insertGroupSQL, q.ID, group, from.Kind == domain.StartNew, unmarked, at)
+		fromEnd, unmarked, at := groupPlace(from)
+		tag, err := tx.Exec(ctx, insertGroupSQL, q.ID, group, fromEnd, unmarked, at)
 		if err != nil {
 			return err
 		}
@@ -263,7 +270,7 @@ func (s *Store) makeGroup(ctx context.Context, q queueRow, group string, from do
 			// Exists already: its cursors were made with it.
 			return tx.QueryRow(ctx, groupMarkingSQL, q.ID, group).Scan(&marking)
 		}
-		if from.Kind == domain.StartNew {
+		if fromEnd {
 			// It starts at the end, where its missing cursors are
 			// (from_end), and the pushes after it write them
 			// (allocOffsetsSQL). It starts short of the end nowhere:

@@ -230,7 +230,7 @@ func (r readyRows) idCond() string {
 // something (the condition on x): a DeleteGroup waits for it, then deletes
 // what it made, so no cursor outlives its group. A group deleted first
 // gets nothing; so does a group from the end (from_end), whose missing
-// cursors are at the end. A seek of the whole group (Store.seekWhole)
+// cursors are at the end. A seek of the whole group (Store.seekAll)
 // sets from_end and from_time under the row's lock FOR UPDATE, and a pop
 // that read the group before and waited for that lock reads both again.
 func makeMissingCursors(src string) string {

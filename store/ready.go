@@ -86,11 +86,11 @@ func (s *Store) AnyReady(ctx context.Context, checks []domain.ReadyCheck) ([]boo
 //     the push makes (insertFreshSQL), only if the queue has a group,
 //     read under the queue row's lock FOR KEY SHARE, which a new group
 //     waits for: a queue with no group has no cursor to cover;
-//   - a new group that starts short of the end (makeGroup), its rows, or
-//     for one that starts at the oldest message, its marking, which
-//     covers every partition until its windows put them in the set;
-//   - a seek (Seek), its group's rows; one of every partition back to
-//     the oldest message (seekAll), its marking anew, as a new
+//   - a new group that starts short of the end (makeGroup), its
+//     marking, which covers every partition until its windows put them
+//     in the set;
+//   - a seek of one partition (Seek), its group's row; one of every
+//     partition but to the end (seekAll), its marking anew, as a new
 //     group's.
 //
 // Everything else only moves cursors forward. The sweeper alone deletes
