@@ -37,7 +37,9 @@ run() { # side rev index
 	conf=$(eval echo "\${${side}_CONFIG:-}") auth=$(eval echo "\${${side}_AUTH:-}")
 	extra=$(eval echo "\${${side}_FLAGS:-}")
 	name=$rev
-	[ -z "${A_CONFIG:-}${A_AUTH:-}${B_CONFIG:-}${B_AUTH:-}${A_FLAGS:-}${B_FLAGS:-}" ] || name="$side-$rev"
+	# Sides that differ only in configuration, or one revision run against
+	# itself, get the side in their files' names, or B's would replace A's.
+	[ -z "${A_CONFIG:-}${A_AUTH:-}${B_CONFIG:-}${B_AUTH:-}${A_FLAGS:-}${B_FLAGS:-}" ] && [ "$base" != "$new" ] || name="$side-$rev"
 	data=$(mktemp -d -t comb-ab-data.XXXXXX); chmod 755 "$data"
 	log="$out/serve-$name-$i.log"
 	local serve=("$out/comb-$rev" serve -data-dir "$data" -nats-listen 127.0.0.1:$nats_port -nats-http 0 -pg-port $pg_port)
