@@ -185,6 +185,11 @@ type Config struct {
 	OutDir string
 	// Report draws report.png into OutDir.
 	Report bool
+	// PushLog writes pushes.csv into OutDir: every push request's times,
+	// due, sent, answered, and its first and last message delivered
+	// (pushlog.go). Every delivered message takes a lock for it, so it
+	// is for light and moderate loads.
+	PushLog bool
 	// PostgresURL, when set, lets the sampler read commits, WAL and
 	// database size from PostgreSQL, and find its processes.
 	PostgresURL string
@@ -260,6 +265,9 @@ func (c *Config) validate() error {
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		bad("tls-cert and tls-key go together")
+	}
+	if c.PushLog && c.OutDir == "" {
+		bad("push-log writes pushes.csv into -out: give -out a directory")
 	}
 	seen := map[Target]bool{}
 	for _, t := range c.Targets {

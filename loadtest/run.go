@@ -251,6 +251,7 @@ type runner struct {
 	acks   sync.WaitGroup
 	pushes sync.WaitGroup
 	bufs   sync.Pool // *[][]byte of PushBatch payload buffers
+	plog   *pushLog  // Config.PushLog; nil without it
 
 	lastErr [3]atomic.Pointer[string] // push, pop, ack
 }
@@ -281,6 +282,9 @@ func runOne(ctx context.Context, cfg *Config, target Target, jsSync JetStreamSyn
 	r.bufs.New = func() any {
 		b := make([][]byte, cfg.PushBatch)
 		return &b
+	}
+	if cfg.PushLog && dir != "" {
+		r.plog = newPushLog()
 	}
 	if dir != "" {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -366,6 +370,14 @@ func runOne(ctx context.Context, cfg *Config, target Target, jsSync JetStreamSyn
 			return res, err
 		}
 	}
+	if r.plog != nil {
+		if err := r.plog.write(filepath.Join(dir, "pushes.csv"), start); err != nil {
+			return res, err
+		}
+		if n := r.plog.droppedPushes(); n > 0 {
+			r.log.Warn("pushes.csv holds the first pushes only", "logged", maxLoggedPushes, "not_logged", n)
+		}
+	}
 	return res, nil
 }
 
@@ -446,7 +458,11 @@ func (r *runner) send(producer, part int, due time.Time) {
 	// In-flight pushes finish even when the run is interrupted: a push
 	// cancelled halfway would be a failure the broker did not cause.
 	dups, err := r.be.push(context.Background(), part, payloads, ids)
-	r.c.pushRTT.Add(int64(time.Since(t0)))
+	t1 := time.Now()
+	r.c.pushRTT.Add(int64(t1.Sub(t0)))
+	if r.plog != nil {
+		r.plog.pushed(pushKey{uint32(producer), uint32(part), first}, due, t0, t1, len(payloads), err != nil)
+	}
 	r.c.pushInflight.Add(-1)
 	r.c.pushReqs.Add(1)
 	n := int64(len(payloads))
@@ -481,6 +497,9 @@ func (r *runner) deliver(now time.Time, datas [][]byte) []ref {
 		}
 		if h.Run == r.v.run {
 			lat = append(lat, (nowNS-h.Sched)/int64(time.Microsecond))
+			if r.plog != nil {
+				r.plog.delivered(pushKey{h.Producer, h.Partition, h.Seq - uint64(h.Index)}, nowNS)
+			}
 		}
 		refs[i] = r.v.observe(&h)
 	}

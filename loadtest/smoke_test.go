@@ -66,6 +66,52 @@ func TestSmokeAckNext(t *testing.T) {
 	require.Equal(t, r.Counts.Popped, r.Counts.Acked, "every message popped was acked")
 }
 
+// TestSmokePushLog: -push-log writes a row a push request, each with its
+// messages delivered, its times in order, and its slowest delivery the
+// run's slowest e2e latency, as the run's histogram counts it.
+func TestSmokePushLog(t *testing.T) {
+	t.Parallel()
+	var dir string
+	r := smoke(t, loadtest.ClientRaw, 3*time.Second, 500, 0, 0, func(c *loadtest.Config) {
+		c.PushLog = true
+		dir = c.OutDir
+	})
+	f, err := os.Open(filepath.Join(dir, "pushes.csv"))
+	require.NoError(t, err)
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	require.NoError(t, err)
+	require.Equal(t, []string{"due_ms", "producer", "partition", "first_seq", "messages", "failed",
+		"sent_ms", "answered_ms", "e2e_first_ms", "e2e_last_ms", "deliveries"}, rows[0])
+	rows = rows[1:]
+	require.Len(t, rows, int(r.Counts.PushRequests), "a row a push request")
+	num := func(s string) float64 {
+		v, err := strconv.ParseFloat(s, 64)
+		require.NoError(t, err, s)
+		return v
+	}
+	var slowest, lastDue float64
+	var messages, deliveries int
+	for _, row := range rows {
+		due, sent, answered, first, last := num(row[0]), num(row[6]), num(row[7]), num(row[8]), num(row[9])
+		require.GreaterOrEqual(t, due, lastDue, "rows in the order they were due")
+		lastDue = due
+		require.Equal(t, "false", row[5], "no push failed")
+		require.GreaterOrEqual(t, sent, 0.0, "sent once due")
+		require.Greater(t, answered, sent, "answered after it was sent")
+		require.LessOrEqual(t, first, last)
+		require.Greater(t, last, sent, "delivered after it was sent")
+		messages += int(num(row[4]))
+		deliveries += int(num(row[10]))
+		slowest = max(slowest, last)
+	}
+	require.EqualValues(t, r.Counts.Pushed, messages)
+	require.EqualValues(t, r.Latency.Count, deliveries, "every delivery of the run, counted once")
+	// The histogram keeps microseconds to three significant digits and
+	// reports the top of the bucket of its largest value.
+	require.InDelta(t, slowest, r.Latency.Max, 0.002*slowest+0.002, "the slowest delivery is the run's max")
+}
+
 // TestSmokePipeline: with -pipeline every batch is settled by one
 // transaction that acks it and pushes it to <queue>.out, in both clients;
 // verification holds, and the output queue holds exactly what was acked,

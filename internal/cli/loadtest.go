@@ -139,6 +139,7 @@ func loadtestFlags(cfg *loadtest.Config, w io.Writer) *flag.FlagSet {
 	fs.BoolVar(&cfg.Verify, "verify", cfg.Verify, "check every message: missing, duplicated, out of order; exit 1 if missing or out of order")
 	fs.StringVar(&cfg.OutDir, "out", cfg.OutDir, "directory for summary.json, intervals.csv, samples.csv and report.png")
 	fs.BoolVar(&cfg.Report, "report", cfg.Report, "draw report.png into -out (false skips the six-panel PNG)")
+	fs.BoolVar(&cfg.PushLog, "push-log", cfg.PushLog, "write pushes.csv into -out: each push request's send, answer, and first and last delivery, from when it was due (for light loads: a lock a delivered message)")
 	fs.StringVar(&cfg.PostgresURL, "postgres-url", cfg.PostgresURL, "PostgreSQL URL of the broker's database, for the sampler's commits, WAL, size and CPU")
 	fs.IntVar(&cfg.BrokerPID, "broker-pid", cfg.BrokerPID, "broker process to sample; 0 finds the one listening on -nats's port on this host")
 	fs.String("log-level", "info", "debug, info, warn or error (diagnostics on stderr; figures go to stdout)")
