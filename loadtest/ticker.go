@@ -58,6 +58,7 @@ type ticker struct {
 	smp   *sampler
 	clk   clock
 	start time.Time
+	phase time.Duration // samplePhase
 	dir   string
 
 	total    *hdrhistogram.Histogram
@@ -76,13 +77,30 @@ type ticker struct {
 	stopOnce sync.Once
 }
 
+// samplePhase is how long after each whole second of the run the ticker
+// samples and prints. In open loop a push is due at every multiple of the
+// push interval from the start, so on every whole second at the usual
+// rates: the sampler's reads (/proc, PostgreSQL's statistics and the
+// database's size) would run beside that push, in a loader and on cores
+// it shares with the broker and PostgreSQL, and add to its latency
+// (docs/benchmarks.md, "Push by push"). Half a push interval later they
+// fall between two pushes. At most half a second; none in closed loop,
+// which has no schedule.
+func samplePhase(c *Config) time.Duration {
+	if c.Mode != ModeOpenLoop || c.Rate <= 0 {
+		return 0
+	}
+	per := time.Duration(float64(time.Second) * float64(c.PushBatch) / float64(c.Rate))
+	return min(per/2, time.Second/2)
+}
+
 func newTicker(r *runner, smp *sampler, start time.Time, dir string) *ticker {
 	return newTickerClock(r, smp, realClock{}, start, dir)
 }
 
 func newTickerClock(r *runner, smp *sampler, clk clock, start time.Time, dir string) *ticker {
 	t := &ticker{
-		r: r, smp: smp, clk: clk, start: start, dir: dir,
+		r: r, smp: smp, clk: clk, start: start, phase: samplePhase(r.cfg), dir: dir,
 		total: newHistogram(), second: newHistogram(), interval: newHistogram(),
 		ivAt: start, quit: make(chan struct{}),
 	}
@@ -95,8 +113,9 @@ func newTickerClock(r *runner, smp *sampler, clk clock, start time.Time, dir str
 
 func (t *ticker) stop() { t.stopOnce.Do(func() { close(t.quit) }) }
 
-// loop samples on every second of the run and prints a line whenever
-// Interval has passed since the previous one, until stop; the last sample,
+// loop samples on every second of the run (samplePhase after it) and
+// prints a line whenever Interval has passed since the previous one (the
+// first one samplePhase after its whole second), until stop; the last sample,
 // partial, is taken at stop so no delivery goes unrecorded, and so is a
 // last, shorter line when at least half a second has passed since the
 // previous one. Times are the clock's, monotonic for the real one, and a
@@ -107,9 +126,12 @@ func (t *ticker) loop() {
 		t.intervalsCSV.close()
 	}()
 	interval := t.r.cfg.Interval
-	nextSample := t.start.Add(time.Second)
+	nextSample := t.start.Add(t.phase + time.Second)
 	for {
 		nextLine := t.ivAt.Add(interval)
+		if t.ivAt.Equal(t.start) {
+			nextLine = nextLine.Add(t.phase) // later lines keep it: each is due an interval after the last
+		}
 		wake := nextSample
 		if nextLine.Before(wake) {
 			wake = nextLine

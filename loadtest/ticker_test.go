@@ -50,6 +50,59 @@ func (f *fakeClock) timer(d time.Duration) (<-chan time.Time, func()) {
 	return ft.c, func() {}
 }
 
+// TestTickerSamplesBetweenPushes: in open loop the ticker samples and
+// prints half a push interval after each whole second, where no push is
+// due; in closed loop, on the second; never more than half a second
+// after it.
+func TestTickerSamplesBetweenPushes(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		cfg   Config
+		phase time.Duration
+	}{
+		{"ten pushes a second", Config{Mode: ModeOpenLoop, Rate: 1000, PushBatch: 100}, 50 * time.Millisecond},
+		{"a thousand", Config{Mode: ModeOpenLoop, Rate: 1000, PushBatch: 1}, 500 * time.Microsecond},
+		{"one in ten seconds", Config{Mode: ModeOpenLoop, Rate: 10, PushBatch: 100}, 500 * time.Millisecond},
+		{"closed loop", Config{Mode: ModeClosed, Rate: 1000, PushBatch: 100}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const interval = 2 * time.Second
+			tc.cfg.Interval = interval
+			start := time.Unix(1_700_000_000, 0)
+			clk := &fakeClock{t: start, armed: make(chan fakeTimer)}
+			log := slog.New(slog.DiscardHandler)
+			r := &runner{cfg: &tc.cfg, log: log, out: &printer{w: &bytes.Buffer{}}, lat: newLatencies()}
+			smp := newSampler(context.Background(), &Config{}, TargetJetStream, 0, log)
+			defer smp.close()
+			tk := newTickerClock(r, smp, clk, start, "")
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				tk.loop()
+			}()
+			// Every timer fires on time, for four and a half seconds.
+			for {
+				ft := <-clk.armed
+				if ft.at.After(start.Add(4500 * time.Millisecond)) {
+					break
+				}
+				clk.set(ft.at)
+				ft.c <- ft.at
+			}
+			tk.stop()
+			<-done
+			require.GreaterOrEqual(t, len(tk.samples), 4)
+			for i, s := range tk.samples[:4] {
+				require.InDelta(t, float64(i+1)+tc.phase.Seconds(), s.At, 1e-9, "sample %d", i)
+			}
+			require.GreaterOrEqual(t, len(tk.rows), 2)
+			for i, row := range tk.rows[:2] {
+				require.InDelta(t, float64(2*(i+1))+tc.phase.Seconds(), row.At, 1e-9, "line %d", i)
+			}
+		})
+	}
+}
+
 // TestTickerIntervalSpans drives the ticker on a fake clock whose timers
 // fire late, by up to 300 ms and once by 2.5 s, for 65.4 s of a 10 s
 // interval: six lines, each at least 10 s after the previous one, never
