@@ -16,9 +16,12 @@
 // exactly what counts as missing, duplicate or out of order.
 //
 // A ticker samples once a second (the loader's counters and latency, the
-// broker's and PostgreSQL's resources; see sampler.go), prints one line per
-// Config.Interval, and with Config.OutDir writes samples.csv and
-// intervals.csv as it goes, then summary.json and a six-panel report.png.
+// broker's and PostgreSQL's resources; see sampler.go), in open loop half a
+// push interval after the second so that its reads do not run beside the
+// push due then, prints one line per Config.Interval, and with
+// Config.OutDir writes samples.csv and intervals.csv as it goes, then
+// summary.json and a six-panel report.png; with Config.PushLog also
+// pushes.csv, the times of every push request (pushlog.go).
 //
 // Config.DedupWindow turns deduplication on: the queue's window is set and
 // every message carries a producer id of its own, so a run measures what
