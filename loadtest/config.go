@@ -389,6 +389,14 @@ func (c *Config) requestsPerSecond() float64 {
 	return float64(c.Rate) / float64(c.PushBatch)
 }
 
+// pushInterval is the open loop's time between two push requests, in
+// nanoseconds: request k is due k of them after the start. A float, as
+// k times it is computed: k*PushBatch*1e9 in integers overflows int64
+// within a day at high rates.
+func (c *Config) pushInterval() float64 {
+	return float64(time.Second) * float64(c.PushBatch) / float64(c.Rate)
+}
+
 // RedactedURL is NATSURL with its password or token hidden, for output.
 func (c *Config) RedactedURL() string { return redactURL(c.NATSURL) }
 

@@ -106,20 +106,20 @@ var pushLogHeader = []string{"due_ms", "producer", "partition", "first_seq", "me
 // write writes the log to path, a row a push in the order they were due;
 // start is the run's start. Columns of what was not seen are empty.
 func (l *pushLog) write(path string, start time.Time) error {
-	l.mu.Lock()
-	keys := make([]pushKey, 0, len(l.pushes))
-	for k := range l.pushes {
-		keys = append(keys, k)
+	type row struct {
+		k pushKey
+		t pushTimes
 	}
-	rows := make([]pushTimes, 0, len(keys))
-	slices.SortFunc(keys, func(a, b pushKey) int {
-		return cmp.Or(cmp.Compare(l.pushes[a].due, l.pushes[b].due), cmp.Compare(a.producer, b.producer),
-			cmp.Compare(a.partition, b.partition), cmp.Compare(a.first, b.first))
-	})
-	for _, k := range keys {
-		rows = append(rows, *l.pushes[k])
+	l.mu.Lock()
+	rows := make([]row, 0, len(l.pushes))
+	for k, t := range l.pushes {
+		rows = append(rows, row{k, *t})
 	}
 	l.mu.Unlock()
+	slices.SortFunc(rows, func(a, b row) int {
+		return cmp.Or(cmp.Compare(a.t.due, b.t.due), cmp.Compare(a.k.producer, b.k.producer),
+			cmp.Compare(a.k.partition, b.k.partition), cmp.Compare(a.k.first, b.k.first))
+	})
 
 	f, err := os.Create(path)
 	if err != nil {
@@ -128,19 +128,18 @@ func (l *pushLog) write(path string, start time.Time) error {
 	w := csv.NewWriter(f)
 	_ = w.Write(pushLogHeader)
 	s := start.UnixNano()
-	since := func(from, t int64) string {
+	since := func(from, t int64) string { // milliseconds; empty when either was not seen
 		if t == 0 || from == 0 {
 			return ""
 		}
-		return strconv.FormatFloat(float64(t-from)/1e6, 'f', 3, 64)
+		return fmtFloat(float64(t-from) / 1e6)
 	}
-	for i, k := range keys {
-		t := rows[i]
-		_ = w.Write([]string{since(s, t.due), strconv.FormatUint(uint64(k.producer), 10),
-			strconv.FormatUint(uint64(k.partition), 10), strconv.FormatUint(k.first, 10),
-			strconv.Itoa(t.messages), strconv.FormatBool(t.failed),
+	for _, r := range rows {
+		k, t := r.k, r.t
+		_ = w.Write([]string{since(s, t.due), itoa(int64(k.producer)), itoa(int64(k.partition)),
+			strconv.FormatUint(k.first, 10), itoa(int64(t.messages)), strconv.FormatBool(t.failed),
 			since(t.due, t.sent), since(t.due, t.answered), since(t.due, t.firstDelivered),
-			since(t.due, t.lastDelivered), strconv.Itoa(t.delivered)})
+			since(t.due, t.lastDelivered), itoa(int64(t.delivered))})
 	}
 	w.Flush()
 	err = w.Error()

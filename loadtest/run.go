@@ -412,9 +412,7 @@ func (r *runner) pace(ctx context.Context, i int, start time.Time, sem chan stru
 		}
 		return
 	}
-	// Request k is due at start + k*PushBatch/Rate. Computed in floating
-	// point: k*PushBatch*1e9 overflows int64 within a day at high rates.
-	per := float64(time.Second) * float64(cfg.PushBatch) / float64(cfg.Rate)
+	per := cfg.pushInterval()
 	spin := time.Duration(per) >= spinFrom
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()

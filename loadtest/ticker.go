@@ -90,8 +90,7 @@ func samplePhase(c *Config) time.Duration {
 	if c.Mode != ModeOpenLoop || c.Rate <= 0 {
 		return 0
 	}
-	per := time.Duration(float64(time.Second) * float64(c.PushBatch) / float64(c.Rate))
-	return min(per/2, time.Second/2)
+	return min(time.Duration(c.pushInterval())/2, time.Second/2)
 }
 
 func newTicker(r *runner, smp *sampler, start time.Time, dir string) *ticker {

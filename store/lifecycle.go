@@ -432,9 +432,8 @@ func (s *Store) Seek(ctx context.Context, req domain.SeekParams) (int, error) {
 	// A seek of every partition puts the group where a new one from there
 	// starts: every missing cursor where it seeks to (groupAt), and, back
 	// to the oldest message or to a time, its partitions marked in the
-	// ready set a window at a time by its pops (unmarked_after, markFor).
-	// Each moves only the cursors the group has: marking every partition,
-	// or writing the missing cursors, took 16-25 s at a million.
+	// ready set a window at a time by its pops (unmarked_after, markFor);
+	// its cost follows the group's cursors (seekAll).
 	if partition == "" {
 		moved, err := s.seekAll(ctx, q, group, to)
 		if err != nil {

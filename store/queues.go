@@ -56,8 +56,8 @@ func (s *Store) cacheQueue(q queueRow) {
 // stored: the default group's resolved) read the group's row anew instead
 // of what this store saw of it within its TTL: another broker sought the
 // whole group (Seek), and the group's marking (migration 0018) and where
-// its missing cursors stand (groupPlace) may have changed. The bridges say so to each other in a
-// wake-up.
+// its missing cursors stand (groupPlace) may have changed. The bridges
+// say so to each other in a wake-up.
 func (s *Store) Reread(ref domain.QueueRef, group string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
